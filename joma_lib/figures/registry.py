@@ -1,0 +1,106 @@
+"""The figure registry: one :class:`FigureSpec` per figure, keyed by the paper's number.
+
+Every figure module in :mod:`joma_lib.figures` defines a module-level list
+``FIGURES: list[FigureSpec]``; :func:`registry` discovers them all, so adding a
+figure never means editing a central list. Ids follow the paper (``fig2a``,
+``fig4``, ``table1``); companion-only figures start with ``c-`` (``c-setting-embeddings``).
+
+A spec couples a deterministic ``make`` (parameters -> dict of numpy arrays; no
+plotting) with a ``plot`` (that dict -> matplotlib Figure; no computing). The book
+pages and ``python -m joma_lib.figures verify`` call the same ``make`` with the same
+``params``, so the page and the check cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+FigureData = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per-array comparison tolerance: ``|new - ref| <= atol + rtol * |ref|`` elementwise.
+
+    ``gpu_rtol``/``gpu_atol`` replace ``rtol``/``atol`` when ``JOMA_DEVICE`` resolves to
+    CUDA (TF32 and non-deterministic reductions make GPU data differ slightly).
+    """
+
+    rtol: float = 1e-7
+    atol: float = 1e-10
+    gpu_rtol: float | None = None
+    gpu_atol: float | None = None
+
+    def for_device(self, gpu: bool) -> tuple[float, float]:
+        """The ``(rtol, atol)`` pair that applies on a GPU (``gpu=True``) or on the CPU."""
+        if gpu:
+            return (self.gpu_rtol if self.gpu_rtol is not None else self.rtol,
+                    self.gpu_atol if self.gpu_atol is not None else self.atol)
+        return self.rtol, self.atol
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """Everything needed to regenerate, draw, verify and cite one figure.
+
+    Attributes:
+        fig_id: stable id, the paper's number (``fig2a``) or ``c-...`` for companion figures.
+        title: short human title, shown by ``list`` and used in captions.
+        paper_ref: where it sits in the paper (``"Fig. 2 (left)"``) or ``"companion"``.
+        chapter: the book page that shows it (``"book/theorem1.md"``).
+        make: ``make(**params) -> FigureData``, deterministic for fixed params (seeds included).
+        plot: ``plot(data) -> Figure``; pure drawing.
+        params: the parameters used for the reference data, CI and the book page.
+        full_params: overrides for the paper-scale run (readers; may be slow). Empty if
+            ``params`` already is the paper's setting.
+        tolerances: per-array tolerances; arrays not listed use ``default_tol``.
+        default_tol: tolerance for arrays not named in ``tolerances``.
+    """
+
+    fig_id: str
+    title: str
+    paper_ref: str
+    chapter: str
+    make: Callable[..., FigureData]
+    plot: Callable[[FigureData], Figure]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    full_params: Mapping[str, Any] = field(default_factory=dict)
+    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
+    default_tol: Tolerance = Tolerance()
+
+    def tolerance(self, array_name: str) -> Tolerance:
+        """The tolerance that applies to one array of this figure's data."""
+        return self.tolerances.get(array_name, self.default_tol)
+
+
+@cache
+def registry() -> dict[str, FigureSpec]:
+    """All figures, discovered from the ``FIGURES`` lists of the modules of this package."""
+    import joma_lib.figures as package
+
+    found: dict[str, FigureSpec] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or info.name in {"registry", "harness", "style"}:
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for spec in getattr(module, "FIGURES", []):
+            if spec.fig_id in found:
+                raise RuntimeError(f"figure id {spec.fig_id!r} is defined twice ({module.__name__})")
+            found[spec.fig_id] = spec
+    return found
+
+
+def get_spec(fig_id: str) -> FigureSpec:
+    """The spec of ``fig_id``; a clear :class:`ValueError` listing the known ids otherwise."""
+    specs = registry()
+    if fig_id not in specs:
+        raise ValueError(f"unknown figure id {fig_id!r}; known ids: {', '.join(sorted(specs))}")
+    return specs[fig_id]
