@@ -23,13 +23,13 @@ from joma_lib.figures.harness import (
     update_reference,
     verify,
 )
-from joma_lib.figures.registry import get_spec, registry
+from joma_lib.figures.registry import figure_ids, get_spec
 
 
 def _ids(requested: list[str]) -> list[str]:
     """Validate requested ids (clear message on unknown ones); all ids when none requested."""
     if not requested:
-        return sorted(registry())
+        return figure_ids()
     for fig_id in requested:
         get_spec(fig_id)
     return requested
@@ -37,7 +37,8 @@ def _ids(requested: list[str]) -> list[str]:
 
 def _cmd_list(_: argparse.Namespace) -> int:
     print(f"{'id':<24} {'paper':<22} {'page':<24} title")
-    for fig_id, spec in sorted(registry().items()):
+    for fig_id in figure_ids():
+        spec = get_spec(fig_id)
         print(f"{fig_id:<24} {spec.paper_ref:<22} {spec.chapter:<24} {spec.title}")
     return 0
 

@@ -125,11 +125,11 @@ def _environment() -> dict[str, str]:
     }
 
 
-def update_reference(fig_id: str, reference_dir: Path = REFERENCE_DIR) -> Path:
+def update_reference(fig_id: str, reference_dir: Path | None = None) -> Path:
     """Regenerate ``fig_id``'s data and store it as the committed reference (npz + json manifest)."""
     spec = get_spec(fig_id)
     data = compute(fig_id)
-    npz_path = Path(reference_dir) / f"{fig_id}.npz"
+    npz_path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.npz"
     write_npz(npz_path, data)
     manifest = {
         "fig_id": fig_id,
@@ -162,9 +162,9 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def load_reference(fig_id: str, reference_dir: Path = REFERENCE_DIR) -> FigureData:
+def load_reference(fig_id: str, reference_dir: Path | None = None) -> FigureData:
     """The committed reference data of ``fig_id``; :class:`MissingReferenceError` if there is none."""
-    path = Path(reference_dir) / f"{fig_id}.npz"
+    path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.npz"
     if not path.exists():
         raise MissingReferenceError(
             f"no reference data for {fig_id!r} at {path}; run `python -m joma_lib.figures update {fig_id}` and commit it")
@@ -217,7 +217,7 @@ def compare(spec: FigureSpec, new: FigureData, ref: FigureData, gpu: bool = Fals
                       worst.atol, max(worst.ratio, 0.0))
 
 
-def verify(fig_id: str, reference_dir: Path = REFERENCE_DIR) -> Comparison:
+def verify(fig_id: str, reference_dir: Path | None = None) -> Comparison:
     """Regenerate ``fig_id`` and compare it with its committed reference."""
     spec = get_spec(fig_id)
     ref = load_reference(fig_id, reference_dir)

@@ -104,3 +104,8 @@ def get_spec(fig_id: str) -> FigureSpec:
     if fig_id not in specs:
         raise ValueError(f"unknown figure id {fig_id!r}; known ids: {', '.join(sorted(specs))}")
     return specs[fig_id]
+
+
+def figure_ids() -> list[str]:
+    """Every registered figure id, sorted."""
+    return sorted(registry())

@@ -1,0 +1,126 @@
+"""Tests of the figure harness itself: verify must fail loudly, never pass by accident."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from joma_lib.figures import harness
+from joma_lib.figures.__main__ import main
+from joma_lib.figures.registry import FigureSpec, Tolerance
+
+
+registry_module = importlib.import_module("joma_lib.figures.registry")  # the module, not the function
+
+
+def _make_toy(scale: float = 1.0, n: int = 5) -> dict[str, np.ndarray]:
+    x = np.linspace(0.0, 1.0, n)
+    return {"x": x, "y": scale * np.sin(x)}
+
+
+def _plot_toy(data):
+    fig = Figure()
+    fig.subplots().plot(data["x"], data["y"])
+    return fig
+
+
+TOY = FigureSpec(fig_id="c-toy", title="toy", paper_ref="companion", chapter="book/none.md",
+                 make=_make_toy, plot=_plot_toy, params={"scale": 1.0},
+                 tolerances={"y": Tolerance(rtol=1e-6, atol=1e-9)})
+
+
+@pytest.fixture
+def toy_registry(monkeypatch, tmp_path):
+    """Replace the discovered registry with a single toy figure and a temporary reference folder."""
+    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": TOY})
+    monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
+    return tmp_path
+
+
+def test_update_then_verify_passes(toy_registry):
+    harness.update_reference("c-toy")
+    manifest = json.loads((toy_registry / "c-toy.json").read_text())
+    assert manifest["arrays"]["y"]["rtol"] == 1e-6
+    assert harness.verify("c-toy").passed
+    assert main(["verify", "c-toy"]) == 0
+
+
+def test_reference_beyond_tolerance_fails_and_names_the_figure(toy_registry, capsys):
+    harness.update_reference("c-toy")
+    ref = harness.load_reference("c-toy")
+    ref["y"] = ref["y"] * (1 + 1e-4)  # 100x the tolerance
+    harness.write_npz(toy_registry / "c-toy.npz", ref)
+    result = harness.verify("c-toy")
+    assert not result.passed and result.worst_array == "y" and result.ratio > 10
+    assert main(["verify", "c-toy"]) == 1
+    out = capsys.readouterr().out
+    assert "c-toy" in out and "FAIL" in out
+
+
+def test_deviation_within_tolerance_passes(toy_registry):
+    harness.update_reference("c-toy")
+    ref = harness.load_reference("c-toy")
+    ref["y"] = ref["y"] * (1 + 1e-7)
+    harness.write_npz(toy_registry / "c-toy.npz", ref)
+    assert harness.verify("c-toy").passed
+
+
+def test_shape_or_name_change_fails(toy_registry):
+    harness.update_reference("c-toy")
+    ref = harness.load_reference("c-toy")
+    harness.write_npz(toy_registry / "c-toy.npz", {"x": ref["x"], "y": np.append(ref["y"], 0.0)})
+    assert "shape" in harness.verify("c-toy").message
+    harness.write_npz(toy_registry / "c-toy.npz", {"x": ref["x"]})
+    assert "array names differ" in harness.verify("c-toy").message
+
+
+def test_missing_reference_is_an_error_not_a_pass(toy_registry, capsys):
+    with pytest.raises(harness.MissingReferenceError, match="no reference data for 'c-toy'"):
+        harness.verify("c-toy")
+    assert main(["verify"]) == 1
+    assert "ERROR" in capsys.readouterr().out
+
+
+def test_unknown_figure_id_gives_clear_message(toy_registry, capsys):
+    assert main(["verify", "fig99"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown figure id 'fig99'" in err and "c-toy" in err
+
+
+def test_make_writes_all_formats(toy_registry, tmp_path):
+    out = tmp_path / "out"
+    assert main(["make", "c-toy", "--out", str(out)]) == 0
+    for ext in ("png", "svg", "npz", "csv"):
+        assert (out / f"c-toy.{ext}").stat().st_size > 0
+    rows = (out / "c-toy.csv").read_text().splitlines()
+    assert rows[0] == "array,index,value" and len(rows) == 1 + 10
+    with np.load(out / "c-toy.npz") as npz:
+        np.testing.assert_array_equal(npz["y"], _make_toy()["y"])
+
+
+def test_gpu_tolerance_is_used_only_on_gpu():
+    tol = Tolerance(rtol=1e-7, atol=0.0, gpu_rtol=1e-3)
+    assert tol.for_device(False) == (1e-7, 0.0)
+    assert tol.for_device(True) == (1e-3, 0.0)
+
+
+def test_every_registered_figure_is_well_formed():
+    specs = registry_module.registry()
+    assert "c-setting-embeddings" in specs
+    for fig_id, spec in specs.items():
+        assert fig_id == spec.fig_id
+        assert spec.fig_id.startswith(("fig", "table", "c-")), fig_id
+        assert spec.chapter.startswith("book/") and spec.chapter.endswith(".md")
+        assert (harness.REFERENCE_DIR / f"{fig_id}.npz").exists(), f"{fig_id} has no committed reference"
+
+
+def test_cli_runs_as_module():
+    out = subprocess.run([sys.executable, "-m", "joma_lib.figures", "list"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "c-setting-embeddings" in out
