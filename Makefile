@@ -1,0 +1,44 @@
+# Two entry points for a fresh machine:
+#   make book   set up .venv and build the whole book (executes every chapter) -> _build/html/index.html
+#   make test   set up .venv and run the test suite
+# Other targets: verify (figure data vs references), figures (regenerate all into figures_out/),
+# book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
+
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
+
+.PHONY: setup book book-strict twins test verify figures clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt "$(TORCH)" -r requirements-dev.txt
+	touch $@
+
+twins: setup
+	$(BIN)/jupytext --quiet --to ipynb $(BOOK_MD)
+
+book: twins
+	$(BIN)/jupyter-book build . --keep-going
+
+book-strict: twins
+	rm -rf _build
+	$(BIN)/jupyter-book build . --all -W -n --keep-going
+
+test: setup
+	$(BIN)/python -m pytest
+
+verify: setup
+	$(BIN)/python -m joma_lib.figures verify
+
+figures: setup
+	$(BIN)/python -m joma_lib.figures make --out figures_out
+
+clean:
+	rm -rf _build figures_out book/_generated book/*.ipynb

@@ -1,0 +1,54 @@
+"""The strict book build is a gate: a chapter that raises must fail it.
+
+We build a two-page throwaway book with the project's own ``_config.yml`` (same execution
+and warning settings as ``make book-strict``): once clean (must succeed), once with a cell that
+raises (must exit non-zero).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+JB = Path(sys.executable).with_name("jupyter-book")
+
+PAGE = """---
+jupytext:
+  text_representation: {{extension: .md, format_name: myst, format_version: 0.13}}
+kernelspec: {{display_name: Python 3, language: python, name: python3}}
+---
+# Gate
+
+```{{code-cell}} ipython3
+x = 1 + 1
+{extra}
+```
+"""
+
+
+def _build(tmp_path: Path, extra: str) -> subprocess.CompletedProcess:
+    book = tmp_path / "book"
+    (book / "book").mkdir(parents=True)
+    config = (ROOT / "_config.yml").read_text().replace('html_static_path: ["_vendor"]', "html_static_path: []")
+    (book / "_config.yml").write_text(config)
+    shutil.copy(ROOT / "references.bib", book / "references.bib")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro.md\nchapters:\n  - file: book/gate.md\n")
+    (book / "book" / "intro.md").write_text("# Intro\n\n```{bibliography}\n```\n")
+    (book / "book" / "gate.md").write_text(PAGE.format(extra=extra))
+    return subprocess.run([str(JB), "build", str(book), "--all", "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not JB.exists(), reason="jupyter-book is not installed in this environment")
+@pytest.mark.parametrize("extra, should_pass", [("", True), ("raise RuntimeError('chapter broke')", False)])
+def test_strict_build_fails_exactly_when_a_notebook_raises(tmp_path, extra, should_pass):
+    result = _build(tmp_path, extra)
+    log = result.stdout + result.stderr
+    assert (result.returncode == 0) is should_pass, log[-3000:]
+    if not should_pass:
+        assert "chapter broke" in log
