@@ -36,10 +36,10 @@ def _ids(requested: list[str]) -> list[str]:
 
 
 def _cmd_list(_: argparse.Namespace) -> int:
-    print(f"{'id':<24} {'paper':<22} {'page':<24} title")
+    print(f"{'id':<24} {'paper':<30} {'page':<22} title")
     for fig_id in figure_ids():
         spec = get_spec(fig_id)
-        print(f"{fig_id:<24} {spec.paper_ref:<22} {spec.chapter:<24} {spec.title}")
+        print(f"{fig_id:<24} {spec.paper_ref:<30} {spec.chapter:<22} {spec.title}")
     return 0
 
 
