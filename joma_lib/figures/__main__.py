@@ -44,14 +44,10 @@ def _cmd_list(_: argparse.Namespace) -> int:
 
 
 def _cmd_make(args: argparse.Namespace) -> int:
-    import matplotlib.pyplot as plt
-
     for fig_id in _ids(args.ids):
         start = time.perf_counter()
         data = compute(fig_id)
-        fig = draw(fig_id, data)
-        paths = save_outputs(fig_id, fig, data, Path(args.out))
-        plt.close(fig)
+        paths = save_outputs(fig_id, draw(fig_id, data), data, Path(args.out))
         print(f"{fig_id}: {', '.join(str(p) for p in paths)} ({time.perf_counter() - start:.1f} s)")
     return 0
 

@@ -24,16 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from joma_lib.device import on_gpu  # noqa: E402
-from joma_lib.figures.registry import FigureData, FigureSpec, get_spec  # noqa: E402
-from joma_lib.figures.style import figure_style  # noqa: E402
+from joma_lib.device import on_gpu
+from joma_lib.figures.registry import FigureData, FigureSpec, get_spec
+from joma_lib.figures.style import figure_style
 
 REFERENCE_DIR = Path(__file__).with_name("reference")
 
@@ -228,14 +224,14 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     """Book helper: compute, draw, save downloads, and glue the figure for ``{glue:figure} <fig_id>``.
 
     The page then writes ``{glue:figure} fig2a`` with ``:name: fig2a`` and a caption that
-    links ``_generated/fig2a.csv`` / ``.npz`` / ``.svg``. Returns the data so the page can
-    check or quote numbers from it.
+    links ``_generated/fig2a.csv`` / ``.npz`` / ``.svg``. The glued object is the saved PNG, so
+    the page shows exactly the file offered for download, whatever matplotlib backend is active.
+    Returns the data so the page can check or quote numbers from it.
     """
+    from IPython.display import Image
     from myst_nb import glue
 
     data = compute(fig_id, **overrides)
-    fig = draw(fig_id, data)
-    save_outputs(fig_id, fig, data, Path(out_dir))
-    glue(fig_id, fig, display=False)
-    plt.close(fig)
+    png = save_outputs(fig_id, draw(fig_id, data), data, Path(out_dir))[0]
+    glue(fig_id, Image(filename=str(png)), display=False)
     return data
