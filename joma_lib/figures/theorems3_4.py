@@ -1,0 +1,291 @@
+"""Figures of the Theorems 3-4 page: the nonlinear modified MLP and the paper's Figure 4."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+
+from joma_lib.dynamics import (
+    as_finite_array,
+    attention_entropy,
+    convergence_rate_ratio,
+    fig4_mu,
+    integrate_nonlinear,
+    simulate_softmax_attention,
+    softmax_attention,
+)
+from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance
+from joma_lib.nonlinear import (
+    expected_relu_update,
+    monte_carlo_relu_update,
+    nearest_centre,
+    sphere_trajectories,
+    toy_mixture,
+)
+from joma_lib.validation import check_float, check_int
+
+THM4_MU = (2.0, 1.5, 1.0)
+
+
+# --------------------------------------------------------------------------- Figure 4
+def make_fig4(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_steps: int = 5000, temperature: float = 3.0,
+              snapshot_every: int = 100) -> FigureData:
+    """The paper's Figure 4 run: ``a = softmax(v^2/T)``, ``v <- v + eta (mu - v) o a``, mu from ``fig4_mu(seed)``.
+
+    ``v_snapshots`` holds ``v`` at steps ``0, snapshot_every, ...`` below ``n_steps`` (the 50 lines
+    of the paper's left panel); ``entropy`` is the attention entropy after every step 0..n_steps;
+    ``entropy_limit`` = H(softmax(mu^2/T)), its value at the fixed point ``v = mu``.
+    """
+    snapshot_every = check_int("snapshot_every", snapshot_every, 1)
+    mu = fig4_mu(seed)
+    run = simulate_softmax_attention(mu, v0=v0, eta=eta, n_steps=n_steps, temperature=temperature)
+    snap = np.arange(0, n_steps, snapshot_every)
+    return {
+        "mu": mu,
+        "snapshot_steps": snap,
+        "v_snapshots": run.v[snap],
+        "steps": run.steps,
+        "entropy": run.entropy,
+        "entropy_limit": np.asarray(attention_entropy(softmax_attention(mu, temperature))),
+    }
+
+
+def plot_fig4(data: FigureData) -> Figure:
+    """Left: v(t) every 100 steps (rainbow) and mu (dashed); right: attention entropy vs iteration."""
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    steps, mu = data["snapshot_steps"], data["mu"]
+    norm, cmap = Normalize(steps.min(), steps.max()), colormaps["rainbow"]
+    for s, row in zip(steps, data["v_snapshots"]):
+        left.plot(np.arange(mu.size), row, color=cmap(norm(s)), lw=0.9)
+    left.plot(np.arange(mu.size), mu, "k--", lw=1.5)
+    fig.colorbar(ScalarMappable(norm, cmap), ax=left, label="#iteration")
+    left.set_xlabel(r"Sorted index of $\mathbf{v}$ components")
+    left.set_ylabel(r"$\mathbf{v}$")
+    left.set_title(r"Colored line: dynamics of $\mathbf{v}(t)$. Dashed line: target $\boldsymbol{\mu}$", fontsize=9)
+    right.plot(data["steps"], data["entropy"], "C0")
+    right.axhline(float(data["entropy_limit"]), color="gray", ls=":", lw=1,
+                  label=r"$H(\mathrm{softmax}(\mu^2/T))$ (fixed point)")
+    right.set_xlabel("#iteration")
+    right.set_ylabel(r"entropy($\mathbf{v}(t)$)")
+    right.set_title("Entropy changes over time", fontsize=9)
+    right.legend(fontsize=8)
+    return fig
+
+
+# --------------------------------------------------------------------------- Fig. 4 variants
+def make_fig4_variants(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_steps: int = 5000,
+                       temperature: float = 3.0, record_every: int = 10, n_ode_times: int = 160) -> FigureData:
+    """Figure 4's run next to the theory's own ODE and the linear contrast (same mu).
+
+    * ``ode_*``: ``dv/dt = (mu - v) o exp(v^2/2)`` (Theorem 4's equation; continuous time,
+      integrated in ``u = ln 1/delta``), entropy of the normalised attention softmax(v^2/2);
+    * ``fig4_*``: the paper's discrete softmax(v^2/T) run;
+    * ``linear_*``: the same loop with ``v <- v + eta mu o a`` (no ``-v``; mu plays Delta).
+    """
+    n_ode_times = check_int("n_ode_times", n_ode_times, 2, 100_000)
+    mu = fig4_mu(seed)
+    t = np.geomspace(1e-2, 1e2, n_ode_times)  # v barely moves before t = 0.01
+    ode = integrate_nonlinear(mu, t, v0)
+    data: FigureData = {"mu": mu, "ode_t": t, "ode_v": ode.v,
+                        "ode_entropy": np.asarray(attention_entropy(softmax_attention(ode.v, 2.0))),
+                        "ode_entropy_limit": np.asarray(attention_entropy(softmax_attention(mu, 2.0)))}
+    for name, nonlinear in [("fig4", True), ("linear", False)]:
+        run = simulate_softmax_attention(mu, v0=v0, eta=eta, n_steps=n_steps, temperature=temperature,
+                                         nonlinear=nonlinear, record_every=record_every)
+        data.update({f"{name}_steps": run.steps, f"{name}_v": run.v, f"{name}_entropy": run.entropy})
+    return data
+
+
+def plot_fig4_variants(data: FigureData) -> Figure:
+    """Top: components v_j over time (colour = rank of mu); bottom: attention entropy."""
+    fig = Figure(figsize=(13, 6.2), layout="constrained")
+    axes = fig.subplots(2, 3)
+    mu = data["mu"]
+    colors = colormaps["viridis"](np.linspace(0, 0.95, mu.size))
+    panels = [
+        ("ode", "ode_t", r"theory: $\dot v=(\mu-v)\circ e^{v^2/2}$, attention $\propto e^{v^2/2}$", "time $t$"),
+        ("fig4", "fig4_steps", r"Fig. 4: $v \leftarrow v+\eta(\mu-v)\circ\mathrm{softmax}(v^2/3)$", "#iteration"),
+        ("linear", "linear_steps", r"linear contrast: $v \leftarrow v+\eta\,\mu\circ\mathrm{softmax}(v^2/3)$",
+         "#iteration"),
+    ]
+    for col, (name, tkey, title, xlabel) in enumerate(panels):
+        x = data[tkey]
+        top, bottom = axes[0, col], axes[1, col]
+        for j in range(mu.size):
+            top.plot(x, data[f"{name}_v"][:, j], color=colors[j], lw=1)
+            if name != "linear":
+                top.axhline(mu[j], color=colors[j], ls=":", lw=0.7)
+        bottom.plot(x, data[f"{name}_entropy"], "k")
+        bottom.axhline(np.log(mu.size), color="gray", ls="--", lw=0.8, label=r"uniform, $\ln 10$")
+        if name == "ode":
+            top.set_xscale("log")
+            bottom.set_xscale("log")
+            bottom.axhline(float(data["ode_entropy_limit"]), color="C1", ls=":", label=r"$H(\mathrm{softmax}(\mu^2/2))$")
+        if name == "linear":
+            top.set_yscale("symlog", linthresh=1.0)
+        top.set_title(title, fontsize=9)
+        top.set_ylabel(r"$v_j$" + (r" (dotted: $\mu_j$)" if name != "linear" else r" ($\Delta_j=\mu_j$)"))
+        bottom.set_xlabel(xlabel)
+        bottom.set_ylabel("attention entropy (nats)")
+        bottom.legend(fontsize=7)
+    return fig
+
+
+# --------------------------------------------------------------------------- Theorem 4 rates
+def make_rates(mu: tuple[float, ...] = THM4_MU, v0: float = 0.0, n_times: int = 120,
+               t_max: float = 200.0) -> FigureData:
+    """``dv/dt = (mu - v) o exp(v^2/2)`` from ``v0``: ``u_j = ln 1/delta_j`` and the ratios of Theorem 4."""
+    mu_arr = as_finite_array("mu", mu, min_ndim=1)
+    t_max = check_float("t_max", t_max, 0, low_open=True)
+    n_times = check_int("n_times", n_times, 2, 100_000)
+    t = np.geomspace(1e-3, t_max, n_times)
+    sol = integrate_nonlinear(mu_arr, t, v0)
+    pairs = np.array([[j, j + 1] for j in range(mu_arr.size - 1)])
+    ratios = np.stack([convergence_rate_ratio(mu_arr, t, int(j), int(k), v0)[0] for j, k in pairs], axis=1)
+    limits = np.exp(0.5 * (mu_arr[pairs[:, 0]] ** 2 - mu_arr[pairs[:, 1]] ** 2))
+    return {"mu": mu_arr, "t": t, "v": sol.v, "u": sol.u, "pairs": pairs, "ratios": ratios, "ratio_limits": limits}
+
+
+def plot_rates(data: FigureData) -> Figure:
+    """(a) v_j(t); (b) log10 delta_j = -u_j / ln 10; (c) u_j/u_k against exp((mu_j^2 - mu_k^2)/2)."""
+    fig = Figure(figsize=(12, 3.6), layout="constrained")
+    axes = fig.subplots(1, 3)
+    t, mu = data["t"], data["mu"]
+    for j in range(mu.size):
+        axes[0].plot(t, data["v"][:, j], color=f"C{j}", label=rf"$\mu_{j}$ = {mu[j]:g}")
+        axes[0].axhline(mu[j], color=f"C{j}", ls=":", lw=0.8)
+        axes[1].plot(t, -data["u"][:, j] / np.log(10), color=f"C{j}")
+    axes[0].set_xscale("log")
+    axes[0].set_ylabel(r"$v_j(t)$")
+    axes[0].legend(fontsize=8)
+    axes[1].set_xscale("log")
+    axes[1].set_ylabel(r"$\log_{10}\delta_j(t),\ \delta_j = 1 - v_j/\mu_j$")
+    axes[1].set_title("far below float64's range, kept exact via $u = \\ln 1/\\delta$", fontsize=9)
+    for i, (j, k) in enumerate(data["pairs"]):
+        axes[2].plot(t, data["ratios"][:, i], color=f"C{i + 3}", label=rf"$u_{j}/u_{k}$")
+        axes[2].axhline(data["ratio_limits"][i], color=f"C{i + 3}", ls="--", lw=0.8,
+                        label=rf"$e^{{(\mu_{j}^2-\mu_{k}^2)/2}}$ = {data['ratio_limits'][i]:.4f}")
+    axes[2].set_xscale("log")
+    axes[2].set_ylabel("ratio of convergence rates")
+    axes[2].legend(fontsize=7)
+    for ax in axes:
+        ax.set_xlabel("time $t$")
+    return fig
+
+
+# --------------------------------------------------------------------------- Theorem 3
+def make_relu(n_states: int = 4, n_samples: int = 200_000, n_starts: int = 12, t_max: float = 60.0,
+              n_times: int = 61, bias: float = -0.5, seed: int = 0) -> FigureData:
+    """Theorem 3 (reconstructed): ReLU closed form vs Monte Carlo, and trajectories on the unit sphere.
+
+    ``closed``/``mc``/``mc_stderr`` (n_states, d): expected update at random states ``(v, b)``;
+    ``traj_relu``/``traj_linear`` (T, n_starts, d): normalised gradient flow from random
+    non-negative starts; ``cos_relu``/``cos_linear`` (T, n_starts): cosine with the nearest
+    cluster centre; ``centres`` (C, d).
+    """
+    n_states = check_int("n_states", n_states, 1, 100)
+    n_starts = check_int("n_starts", n_starts, 1, 1000)
+    mixture = toy_mixture()
+    d = mixture.centres.shape[1]
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    states = rng.standard_normal((n_states, d))
+    biases = rng.uniform(-0.5, 0.3, n_states)
+    closed = np.stack([expected_relu_update(v, b, mixture)[0] for v, b in zip(states, biases)])
+    mcs = [monte_carlo_relu_update(v, b, mixture, n_samples, seed + 1 + i) for i, (v, b) in enumerate(zip(states,
+                                                                                                           biases))]
+    t = np.linspace(0.0, t_max, n_times)
+    starts = np.abs(rng.standard_normal((n_starts, d)))
+    traj = {act: sphere_trajectories(mixture, starts, t, bias=bias, activation=act) for act in ("relu", "linear")}
+    return {
+        "centres": mixture.centres,
+        "closed": closed,
+        "mc": np.stack([m.dv for m in mcs]),
+        "mc_stderr": np.stack([m.dv_stderr for m in mcs]),
+        "t": t,
+        "traj_relu": traj["relu"],
+        "traj_linear": traj["linear"],
+        "cos_relu": nearest_centre(traj["relu"], mixture)[1],
+        "cos_linear": nearest_centre(traj["linear"], mixture)[1],
+    }
+
+
+def plot_relu(data: FigureData) -> Figure:
+    """(a) closed form vs MC; (b) cosine to the nearest centre over time; (c) final directions vs centres."""
+    fig = Figure(figsize=(13, 3.8), layout="constrained")
+    axes = fig.subplots(1, 3, width_ratios=[1, 1.1, 1.3])
+    ax = axes[0]
+    ax.errorbar(data["closed"].ravel(), data["mc"].ravel(), yerr=3 * data["mc_stderr"].ravel(), fmt="o", ms=3)
+    lim = np.abs(data["closed"]).max() * 1.1
+    ax.plot([-lim, lim], [-lim, lim], "k:", lw=1)
+    ax.set_xlabel(r"closed form $\sum_c a_c(\Phi(k_c)\bar x_c+\sigma\varphi(k_c)\hat v)$")
+    ax.set_ylabel(r"Monte Carlo $E[g\,1[v^\top x+b>0]\,x]$")
+    ax.set_title("expected ReLU update (all components)", fontsize=9)
+    ax = axes[1]
+    ax.plot(data["t"], data["cos_relu"], "C3", lw=1)
+    ax.plot(data["t"], data["cos_linear"], "C0--", lw=1)
+    ax.plot([], [], "C3", label="ReLU")
+    ax.plot([], [], "C0--", label="linear")
+    ax.set_xlabel("time $t$")
+    ax.set_ylabel(r"max$_c \cos(v, \bar x_c)$")
+    ax.set_title("normalised flow from 12 starts", fontsize=9)
+    ax.legend(fontsize=8)
+    ax = axes[2]
+    rows = np.concatenate([data["centres"], data["traj_relu"][-1], data["traj_linear"][-1, :1]])
+    im = ax.imshow(rows, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+    n_c, n_s = data["centres"].shape[0], data["traj_relu"].shape[1]
+    ax.axhline(n_c - 0.5, color="k", lw=1)
+    ax.axhline(n_c + n_s - 0.5, color="k", lw=1)
+    ax.set_yticks([n_c / 2 - 0.5, n_c + n_s / 2 - 0.5, n_c + n_s],
+                  ["centres", "ReLU, final v", "linear, final v"], fontsize=8)
+    ax.set_xlabel("token")
+    ax.grid(False)
+    fig.colorbar(im, ax=ax)
+    ax.set_title("where the directions settle", fontsize=9)
+    return fig
+
+
+FIGURES = [
+    FigureSpec(
+        fig_id="fig4",
+        title="Nonlinear dynamics with self-attention: sparse, then dense attention",
+        paper_ref="Fig. 4",
+        chapter="book/theorems3_4.md",
+        make=make_fig4,
+        plot=plot_fig4,
+        # float64 recursion of 5000 steps: deterministic; allow for libm/SIMD differences in exp
+        default_tol=Tolerance(rtol=1e-9, atol=1e-12),
+    ),
+    FigureSpec(
+        fig_id="c-fig4-variants",
+        title="Figure 4 next to the theory's exp(v^2/2) ODE and the linear contrast",
+        paper_ref="companion (Fig. 4, Theorem 4)",
+        chapter="book/theorems3_4.md",
+        make=make_fig4_variants,
+        plot=plot_fig4_variants,
+        default_tol=Tolerance(rtol=1e-8, atol=1e-12),
+    ),
+    FigureSpec(
+        fig_id="c-thm4-rates",
+        title="Theorem 4: salient components converge exponentially faster",
+        paper_ref="companion (Theorem 4)",
+        chapter="book/theorems3_4.md",
+        make=make_rates,
+        plot=plot_rates,
+        # adaptive-solver output (rtol 1e-10); tolerance leaves room for rounding across platforms only
+        default_tol=Tolerance(rtol=1e-8, atol=1e-12),
+    ),
+    FigureSpec(
+        fig_id="c-thm3-relu",
+        title="Theorem 3 (reconstructed): ReLU update under a cluster mixture, and where it settles",
+        paper_ref="companion (Theorem 3)",
+        chapter="book/theorems3_4.md",
+        make=make_relu,
+        plot=plot_relu,
+        # seeded sampling, closed forms and a deterministic solver (rtol 1e-8) on a contracting flow
+        default_tol=Tolerance(rtol=1e-7, atol=1e-10),
+    ),
+]
