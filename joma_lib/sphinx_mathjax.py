@@ -1,0 +1,70 @@
+"""Sphinx extension: serve MathJax 3 from a PyPI package instead of a CDN.
+
+Sphinx loads MathJax from jsDelivr by default, so equations do not render where the book is
+read offline, and every page makes a third-party request. When the package
+``django-static-mathjax`` (MathJax 3.2.2, Apache-2.0; it ships the ``es5`` build as plain files,
+no Django needed) is installed, this extension
+
+* points ``mathjax_path`` at ``_static/mathjax/tex-chtml.js`` (at ``config-inited``), and
+* copies the parts of the ``es5`` build that ``tex-chtml`` loads at run time (the combined
+  component, its CommonHTML fonts, the TeX extensions it may autoload, and the UI menu) into the
+  HTML output when the build finishes.
+
+Without the package the build keeps Sphinx's CDN default and says so once in the log.
+Enable it in ``_config.yml`` under ``sphinx: extra_extensions:`` as ``joma_lib.sphinx_mathjax``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sphinx.util import logging
+
+if TYPE_CHECKING:
+    from sphinx.application import Sphinx
+    from sphinx.config import Config
+
+logger = logging.getLogger(__name__)
+
+TARGET = "mathjax"
+PARTS = ("tex-chtml.js", "output/chtml/fonts", "input/tex/extensions", "ui", "a11y", "sre")
+
+
+def mathjax_es5_dir() -> Path | None:
+    """The ``es5`` folder of the installed MathJax package, or None if it is not installed."""
+    spec = importlib.util.find_spec("mathjax")  # a plain folder package: finding it runs no code
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    es5 = Path(next(iter(spec.submodule_search_locations))) / "static" / "mathjax" / "es5"
+    return es5 if (es5 / "tex-chtml.js").exists() else None
+
+
+def _use_local(app: Sphinx, config: Config) -> None:
+    if mathjax_es5_dir() is None:
+        logger.info("joma_lib.sphinx_mathjax: django-static-mathjax not installed; MathJax comes from the CDN")
+        return
+    config.mathjax_path = f"{TARGET}/tex-chtml.js"
+
+
+def _copy(app: Sphinx, exception: Exception | None) -> None:
+    es5 = mathjax_es5_dir()
+    if exception is not None or es5 is None or app.builder.format != "html":
+        return
+    dest = Path(app.outdir) / "_static" / TARGET
+    for part in PARTS:
+        src, out = es5 / part, dest / part
+        if src.is_dir():
+            shutil.copytree(src, out, dirs_exist_ok=True)
+        elif src.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out)
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    """Sphinx entry point."""
+    app.connect("config-inited", _use_local)
+    app.connect("build-finished", _copy)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
