@@ -1,0 +1,269 @@
+"""Figures of the Theorem 1 page: paper Figs. 2 and 3, and the invariant residual of every attention kind.
+
+Figs. 2-3 follow the paper's protocol (see :func:`run_fig2_protocol`); the companion figure trains the
+small block of :func:`joma_lib.block.invariant_toy` with SGD at two learning rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from joma_lib.block import (
+    ACTIVATIONS,
+    ATTENTIONS,
+    BlockSpec,
+    gradient_flow,
+    Trajectory,
+    gaussian_or_random_bags,
+    init_state,
+    invariant_toy,
+    mean_attention,
+    train,
+)
+from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance
+from joma_lib.invariants import invariant_residual, normalized_correlation, predicted_logits, softmax_terms
+from joma_lib.validation import check_choice, check_float, check_int
+
+INIT_SEED_OFFSET = 1000  # initial weights use seed + 1000, so they never share a stream with the inputs
+
+
+def run_fig2_protocol(variant: str, seeds: Sequence[int] = (0, 1, 2), steps: int = 2000, lr: float = 0.1,
+                      temperature: float = 0.5, record_every: int = 5,
+                      ) -> tuple[BlockSpec, np.ndarray, Trajectory]:
+    """The paper's Fig. 2-3 run, one replica per seed: ``M_C = 20`` (10 distinct + 10 common tokens), one
+    query, ``K = 20`` classes = hidden nodes, ``d = 30`` coordinate embeddings, softmax attention at
+    temperature ``T``, linear MLP, no top layer (``logits = W^T f``), one sample per class, weights and logits
+    initialised ``N(0, 1)/100``, full-batch SGD. Returns ``(spec, X (R, M_C, K), trajectory)``.
+    """
+    if len(seeds) < 1:
+        raise ValueError("seeds must hold at least one seed")
+    spec = BlockSpec(n_context=20, d=30, n_hidden=20, n_classes=20, attention="softmax", phi="identity",
+                     temperature=check_float("temperature (T)", temperature, 0, low_open=True), top_layer=False)
+    X = np.stack([gaussian_or_random_bags(variant, 10, 10, 20, seed=check_int("seed", s, 0))[0] for s in seeds])
+    state = init_state(spec, [s + INIT_SEED_OFFSET for s in seeds], w_scale=0.01, z_scale=0.01)
+    traj = train(spec, X, np.arange(20), state, steps, lr_z=lr, lr_w=lr, record_every=record_every)
+    return spec, X, traj
+
+
+def make_fig2(variant: str = "gaussian", seeds: tuple[int, ...] = (0, 1, 2), steps: int = 2000, lr: float = 0.1,
+              temperature: float = 0.5, record_every: int = 5) -> FigureData:
+    """Data of paper Fig. 2: ``X`` of the first seed and, per seed, the normalised correlations of ``z(t)`` with
+
+    * ``nc_full``: Theorem 1's softmax prediction ``z-hat(t)`` (``b-bar`` = mean attention at ``t = 0``);
+    * ``nc_sum_sq``: its sum-of-squares term ``sum_k v_k^2 / (2T)`` alone;
+    * ``nc_mean_attn``: its mean-attention term ``-b-bar sum_k ||v_k||^2 / (2T)`` alone.
+
+    ``b_bar_drift`` is ``max_t ||b-bar(t) - b-bar(0)||_inf`` per seed: how far the "constant mean attention"
+    assumption is from true in this run.
+    """
+    check_choice("variant", variant, ("gaussian", "random"))
+    spec, X, traj = run_fig2_protocol(variant, seeds, steps, lr, temperature, record_every)
+    V = traj.V(spec.embeddings()[0])
+    b_bar = mean_attention(spec, traj.z[0], X)
+    z_hat = predicted_logits(V, traj.z[0], V[0], "softmax", temperature, b_bar=b_bar)
+    sum_sq, mean_attn = softmax_terms(V, b_bar, temperature)
+    drift = np.stack([np.abs(mean_attention(spec, z, X) - b_bar).max(axis=1) for z in traj.z]).max(axis=0)
+    return {
+        "X": X[0],
+        "steps": traj.times,
+        "nc_full": normalized_correlation(z_hat, traj.z).T,
+        "nc_sum_sq": normalized_correlation(sum_sq, traj.z).T,
+        "nc_mean_attn": normalized_correlation(mean_attn, traj.z).T,
+        "loss": traj.loss.T,
+        "b_bar_drift": drift,
+        "seeds": np.asarray(seeds),
+    }
+
+
+def plot_fig2(data: FigureData) -> Figure:
+    """Left: heat map of ``X``; right: the three NC curves (first seed bold, other seeds faint)."""
+    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    ax_x, ax_nc = fig.subplots(1, 2, width_ratios=[1, 1.6])
+    im = ax_x.imshow(data["X"], cmap="viridis", aspect="auto")
+    ax_x.set_xlabel("class label $y$")
+    ax_x.set_ylabel("contextual token index $l$")
+    ax_x.grid(False)
+    fig.colorbar(im, ax=ax_x, label="$x_l$")
+    steps = data["steps"]
+    curves = [("nc_full", "C3", "-", r"NC$(\hat z, z)$: Theorem 1"),
+              ("nc_sum_sq", "C2", "--", r"NC$(\hat z_1, z)$: $\frac{1}{2T}\sum_k v_k^2$ alone"),
+              ("nc_mean_attn", "C0", "--", r"NC$(\hat z_2, z)$: $-\frac{1}{2T}\bar b\sum_k\|v_k\|^2$ alone")]
+    for key, colour, style, label in curves:
+        for s in range(1, data[key].shape[0]):
+            ax_nc.plot(steps, data[key][s], color=colour, ls=style, lw=0.8, alpha=0.35)
+        ax_nc.plot(steps, data[key][0], color=colour, ls=style, lw=1.8, label=label)
+    ax_nc.axhline(1.0, color="k", ls="--", lw=0.8)
+    ax_nc.set_xlabel("number of batches (SGD steps)")
+    ax_nc.set_ylabel("normalised correlation")
+    ax_nc.set_ylim(-0.6, 1.05)
+    ax_nc.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def make_fig3(seed: int = 0, steps: int = 2000, lr: float = 0.1, temperature: float = 0.5,
+              record_every: int = 5, components: int = 4) -> FigureData:
+    """Data of paper Fig. 3 (the Gaussian run of Fig. 2): ``V = U_C^T W`` at ``t = 0`` and at the end, and the
+    first ``components`` entries of ``v_0(t)`` (hidden node / class 0) over time."""
+    components = check_int("components", components, 1, 20)
+    spec, _, traj = run_fig2_protocol("gaussian", (seed,), steps, lr, temperature, record_every)
+    V = traj.V(spec.embeddings()[0])[:, 0]
+    return {"steps": traj.times, "V_init": V[0], "V_final": V[-1], "v0": V[:, :components, 0]}
+
+
+def plot_fig3(data: FigureData) -> Figure:
+    """``V(0)``, ``V(end)`` (boxes on the plotted entries of column 0) and the growth of those entries."""
+    from matplotlib.patches import Rectangle
+
+    fig = Figure(figsize=(12, 3.6), layout="constrained")
+    axes = fig.subplots(1, 3)
+    n = data["v0"].shape[1]
+    for ax, key, title in [(axes[0], "V_init", "$V(t)$ at initialisation"),
+                           (axes[1], "V_final", f"$V(t)$ after {int(data['steps'][-1])} steps")]:
+        im = ax.imshow(data[key], cmap="RdBu_r", aspect="auto",
+                       vmin=-np.abs(data[key]).max(), vmax=np.abs(data[key]).max())
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("hidden node $k$")
+        ax.set_ylabel("contextual token $l$")
+        ax.grid(False)
+        fig.colorbar(im, ax=ax)
+    for i in range(n):
+        axes[1].add_patch(Rectangle((-0.5, i - 0.5), 1, 1, fill=False, ec=f"C{i}", lw=2))
+        axes[2].plot(data["steps"], data["v0"][:, i], color=f"C{i}", label=f"component {i}")
+    axes[2].set_xlabel("number of batches (SGD steps)")
+    axes[2].set_ylabel(r"$\mathbf{v}_0(t)$")
+    axes[2].legend(fontsize=8)
+    return fig
+
+
+def make_invariant_residual(attentions: tuple[str, ...] = ATTENTIONS, phis: tuple[str, ...] = tuple(ACTIVATIONS),
+                            lr: float = 0.1, steps: int = 400, lr_factor: int = 2, n_points: int = 101,
+                            seed: int = 0) -> FigureData:
+    """Residual of Theorem 1 (:func:`joma_lib.invariants.invariant_residual`) along SGD on the toy block
+    (:func:`joma_lib.block.invariant_toy`), for each attention kind and activation, at learning rates ``lr``
+    and ``lr / lr_factor`` (``lr_factor`` times more steps, same time ``t = lr * steps``).
+
+    ``residual`` has shape (attention, phi, learning rate, time); ``max_abs_z`` the largest ``|z|`` reached.
+    """
+    lr = check_float("lr", lr, 0, low_open=True)
+    steps = check_int("steps", steps, 1)
+    lr_factor = check_int("lr_factor", lr_factor, 2)
+    n_points = check_int("n_points", n_points, 2, steps + 1)
+    residual = np.empty((len(attentions), len(phis), 2, n_points))
+    max_abs_z = np.empty((len(attentions), len(phis)))
+    for i, attention in enumerate(attentions):
+        for j, phi in enumerate(phis):
+            spec, X, y, state = invariant_toy(attention, phi, seed)
+            U_C = spec.embeddings()[0]
+            for m, factor in enumerate((1, lr_factor)):
+                traj = train(spec, X, y, state, steps * factor, lr_z=lr / factor, lr_w=lr / factor)
+                pick = np.linspace(0, steps * factor, n_points).round().astype(int)
+                b_bar = mean_attention(spec, traj.z[0], X) if attention == "softmax" else None
+                residual[i, j, m] = invariant_residual(traj.z[pick], traj.V(U_C)[pick], attention,
+                                                       spec.temperature, b_bar=b_bar)[:, 0]
+            max_abs_z[i, j] = np.abs(traj.z).max()
+    return {"time": np.linspace(0, lr * steps, n_points), "residual": residual, "max_abs_z": max_abs_z,
+            "lrs": np.array([lr, lr / lr_factor]), "attentions": np.array(attentions), "phis": np.array(phis)}
+
+
+def plot_invariant_residual(data: FigureData) -> Figure:
+    """One panel per attention kind: residual vs time, a colour per ``phi``, solid/dashed for the two rates."""
+    attentions, phis = data["attentions"], data["phis"]
+    fig = Figure(figsize=(12, 3.4), layout="constrained")
+    axes = fig.subplots(1, len(attentions), sharey=True)
+    for ax, attention, res in zip(np.atleast_1d(axes), attentions, data["residual"]):
+        for j, phi in enumerate(phis):
+            for m, style in enumerate(("-", "--")):
+                ax.semilogy(data["time"][1:], res[j, m, 1:], color=f"C{j}", ls=style, lw=1.2,
+                            label=f"{phi}, lr {data['lrs'][m]:g}")
+        ax.set_title(f"{attention} attention", fontsize=10)
+        ax.set_xlabel(r"time $t$ = lr $\times$ steps")
+    np.atleast_1d(axes)[0].set_ylabel("relative invariant residual")
+    np.atleast_1d(axes)[0].legend(fontsize=7, ncol=2)
+    return fig
+
+
+def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, concentration: float = 1.0,
+              steps: int = 400, lr_w: float = 0.1, lr_ratio: float = 1.0, record_every: int = 1,
+              ) -> dict[str, np.ndarray]:
+    """Train the toy block (:func:`joma_lib.block.invariant_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
+    compare its logits with Theorem 1 (``b-bar`` = mean attention at ``t = 0`` for softmax).
+
+    Returns ``steps``; ``z`` and ``z_hat`` (n, M_C); ``nc`` = NC(z-hat, z) (n,); ``residual`` (the invariant
+    scaled by ``eta_z / eta_w``) and ``residual_unscaled`` (ratio ignored), see
+    :func:`joma_lib.invariants.invariant_residual`.
+    """
+    lr_ratio = check_float("lr_ratio", lr_ratio, 0, low_open=True)
+    lr_w = check_float("lr_w", lr_w, 0, low_open=True)
+    spec, X, y, state = invariant_toy(attention, phi, check_int("seed", seed, 0), concentration=concentration)
+    traj = train(spec, X, y, state, steps, lr_z=lr_ratio * lr_w, lr_w=lr_w, record_every=record_every)
+    V = traj.V(spec.embeddings()[0])
+    kw = {"attention": attention, "temperature": spec.temperature,
+          "b_bar": mean_attention(spec, traj.z[0], X) if attention == "softmax" else None}
+    z_hat = predicted_logits(V, traj.z[0], V[0], lr_ratio=lr_ratio, **kw)[:, 0]
+    return {
+        "steps": traj.times,
+        "z": traj.z[:, 0],
+        "z_hat": z_hat,
+        "nc": normalized_correlation(z_hat, traj.z[:, 0]),
+        "residual": invariant_residual(traj.z, V, lr_ratio=lr_ratio, **kw)[:, 0],
+        "residual_unscaled": invariant_residual(traj.z, V, lr_ratio=1.0, **kw)[:, 0],
+    }
+
+
+def flow_check(attention: str = "exp", phi: str = "identity", lr_ratio: float = 1.0, t_end: float = 20.0,
+               n_points: int = 21) -> dict[str, np.ndarray]:
+    """Gradient flow of the toy block (``eta_w = 1``, ``eta_z = lr_ratio``) and Theorem 1 along it.
+
+    Smooth ``phi`` use DOP853 at ``rtol = 1e-10``; ReLU uses RK4 with ``dt = 0.02`` (its vector field jumps
+    where a pre-activation crosses 0, which an adaptive solver resolves only at great cost). Returns
+    ``times``, ``z`` (n, M_C), ``V`` (n, M_C, K), ``residual`` (scaled by ``lr_ratio``) and
+    ``residual_unscaled`` (n,).
+    """
+    spec, X, y, state = invariant_toy(attention, phi)
+    traj = gradient_flow(spec, X, y, state, np.linspace(0, check_float("t_end", t_end, 0, low_open=True),
+                                                         check_int("n_points", n_points, 2)),
+                         lr_z=lr_ratio, lr_w=1.0, method="rk4" if phi == "relu" else "dop853")
+    V = traj.V(spec.embeddings()[0])
+    return {"times": traj.times, "z": traj.z[:, 0], "V": V[:, 0],
+            "residual": invariant_residual(traj.z, V, attention, lr_ratio=lr_ratio)[:, 0],
+            "residual_unscaled": invariant_residual(traj.z, V, attention)[:, 0]}
+
+
+_SGD_TOL = Tolerance(rtol=1e-6, atol=1e-9, gpu_rtol=1e-4, gpu_atol=1e-6)
+
+FIGURES = [
+    *[FigureSpec(
+        fig_id=fig_id,
+        title=f"Softmax invariant of Theorem 1, {label} X",
+        paper_ref=f"Fig. 2 ({label} X)",
+        chapter="book/theorem1.md",
+        make=make_fig2,
+        plot=plot_fig2,
+        params={"variant": variant},
+        tolerances={"X": Tolerance(rtol=1e-12, atol=1e-15)},
+        default_tol=_SGD_TOL,
+    ) for fig_id, variant, label in [("fig2a", "gaussian", "Gaussian-shaped"),
+                                    ("fig2b", "random", "random")]],
+    FigureSpec(
+        fig_id="fig3",
+        title="V(t) = U_C^T W(t) and the growth of the components of v_0",
+        paper_ref="Fig. 3",
+        chapter="book/theorem1.md",
+        make=make_fig3,
+        plot=plot_fig3,
+        default_tol=_SGD_TOL,
+    ),
+    FigureSpec(
+        fig_id="c-invariant-residual",
+        title="Theorem 1 residual over time: linear/exp/softmax attention, four activations, two learning rates",
+        paper_ref="companion (Theorem 1)",
+        chapter="book/theorem1.md",
+        make=make_invariant_residual,
+        plot=plot_invariant_residual,
+        tolerances={"residual": Tolerance(rtol=1e-5, atol=1e-10, gpu_rtol=1e-3, gpu_atol=1e-7)},
+        default_tol=_SGD_TOL,
+    ),
+]
