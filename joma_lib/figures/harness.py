@@ -14,11 +14,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import platform
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.device import on_gpu
+from joma_lib.io import atomic_path, write_npz
 from joma_lib.figures.registry import FigureData, FigureSpec, get_spec
 from joma_lib.figures.style import figure_style
 
@@ -52,35 +50,13 @@ def draw(fig_id: str, data: FigureData) -> Figure:
         return get_spec(fig_id).plot(data)
 
 
-@contextmanager
-def _atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; move it into place only if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_npz(path: Path, data: FigureData) -> None:
-    """Save ``data`` as an uncompressed ``.npz``, atomically."""
-    with _atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **data)
-
-
 def write_csv(path: Path, data: FigureData) -> None:
     """Save ``data`` as one long CSV (columns ``array, index, value``), atomically.
 
     ``index`` is the comma-joined multi-index of the element, empty for scalars, so
     every array of the figure fits one file that any spreadsheet opens.
     """
-    with _atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         with open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(["array", "index", "value"])
@@ -95,7 +71,7 @@ def save_outputs(fig_id: str, fig: Figure, data: FigureData, out_dir: Path) -> l
     paths = [out_dir / f"{fig_id}.{ext}" for ext in ("png", "svg", "npz", "csv")]
     with figure_style():
         for path in paths[:2]:
-            with _atomic_path(path) as tmp:
+            with atomic_path(path) as tmp:
                 fig.savefig(tmp, format=path.suffix[1:], bbox_inches="tight", metadata=_image_metadata(path))
     write_npz(paths[2], data)
     write_csv(paths[3], data)
@@ -141,7 +117,7 @@ def update_reference(fig_id: str, reference_dir: Path | None = None) -> Path:
         "environment": _environment(),
     }
     json_path = npz_path.with_suffix(".json")
-    with _atomic_path(json_path) as tmp:
+    with atomic_path(json_path) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return npz_path
 

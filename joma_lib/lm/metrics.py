@@ -1,0 +1,69 @@
+"""What the paper measures along training (Sec. 6): attention entropy, validation loss, stable rank.
+
+* Attention entropy of one layer: for each causal attention row ``a_q`` (query ``q``,
+  keys ``0..q``), ``H(a_q) = -sum_k a_qk log(a_qk + 1e-8)`` in nats, averaged over query
+  positions and sequences (the authors' statistic; not normalised by ``log(q+1)``, so
+  uniform attention over 35 positions gives ``mean_q ln q = 2.632``).
+* Validation loss: token-averaged next-token cross-entropy (nats) over the evaluated chunks.
+* Stable rank ``srank(W) = ||W||_F^2 / ||W||_2^2`` of each layer's lower MLP weight ``W_1``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from joma_lib.lm.data import get_chunk, n_chunks
+from joma_lib.lm.model import TransformerLM
+from joma_lib.validation import check_int
+
+ENTROPY_EPS = 1e-8
+
+
+def attention_entropy(attn: torch.Tensor) -> torch.Tensor:
+    """Mean row entropy (nats) of attention maps ``[..., T_query, T_key]`` whose rows sum to 1."""
+    if attn.ndim < 2:
+        raise ValueError(f"attn must have at least 2 dimensions [query, key], got shape {tuple(attn.shape)}")
+    return -(attn * torch.log(attn + ENTROPY_EPS)).sum(dim=-1).mean()
+
+
+def uniform_causal_entropy(t: int) -> float:
+    """Entropy of uniform causal attention over ``t`` positions: ``(1/t) sum_{q=1..t} ln q``."""
+    t = check_int("t", t, 1)
+    return sum(math.log(q) for q in range(1, t + 1)) / t
+
+
+def stable_rank(w: torch.Tensor) -> float:
+    """``||W||_F^2 / ||W||_2^2``: between 1 (rank one) and ``rank(W)`` (all singular values equal)."""
+    if w.ndim != 2:
+        raise ValueError(f"w must be a matrix, got shape {tuple(w.shape)}")
+    s = torch.linalg.svdvals(w.detach().double())
+    if s[0] == 0:
+        raise ValueError("the stable rank of the zero matrix is undefined")
+    return float((s**2).sum() / s[0] ** 2)
+
+
+@torch.no_grad()
+def evaluate(model: TransformerLM, streams: torch.Tensor, seq_len: int, max_chunks: int | None = None
+             ) -> tuple[float, list[float]]:
+    """Validation loss and per-layer attention entropy over the first ``max_chunks`` chunks (dropout off).
+
+    Both are averaged over all evaluated tokens/query rows (chunks weighted by length).
+    """
+    total = n_chunks(streams, seq_len)
+    count = total if max_chunks is None else min(total, check_int("max_chunks", max_chunks, 1))
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    loss_sum, tokens = 0.0, 0
+    entropy_sum = torch.zeros(model.n_layers, dtype=torch.float64)
+    for i in range(count):
+        x, y = (t.to(device) for t in get_chunk(streams, i, seq_len))
+        logits, maps = model(x, return_attention=True)
+        loss_sum += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"))
+        tokens += y.numel()
+        entropy_sum += torch.stack([attention_entropy(a).double().cpu() * a.shape[0] * a.shape[1] for a in maps])
+    model.train(was_training)
+    return loss_sum / tokens, (entropy_sum / tokens).tolist()

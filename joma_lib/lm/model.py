@@ -1,0 +1,181 @@
+"""The paper's language model (Sec. 6, Figs. 6 and 8): a causal post-LN Transformer.
+
+It is the model of PyTorch's word-language-model tutorial as the authors configured it
+(d = 200, FFN width 200, one head, dropout 0.2, ReLU, no final LayerNorm, untied
+output layer), written batch-first:
+
+    x_0 = sqrt(d) * E[tokens] + PE,   x_0 <- Dropout(x_0)
+    z   = LN_1(x + Dropout(Attn(x)))                  (post-LN)
+    x'  = LN_2(z + Dropout(W_2 Dropout(ReLU(W_1 z + b_1)) + b_2))
+    logits = W_out x_L + b_out
+
+with ``Attn(x) = softmax(Q K^T / sqrt(d) + causal mask) V`` followed by the output
+projection. As in ``torch.nn.TransformerEncoder``, all layers start as copies of one
+initialised layer. During training the attention goes through the fused
+``scaled_dot_product_attention``; the ``[B, T, T]`` probabilities are formed only when
+``return_attention=True`` (the entropy checkpoints), and :meth:`TransformerLM.loss` fuses
+the read-out with the cross-entropy (:class:`LinearCrossEntropy`). ``W_1``
+(``layer.linear1``) is the "lower MLP" matrix whose stable rank the paper follows.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from joma_lib.validation import check_float, check_int
+
+
+def sinusoidal_positions(max_len: int, d: int) -> torch.Tensor:
+    """``PE[t, 2i] = sin(t / 10000^{2i/d})``, ``PE[t, 2i+1] = cos(...)``; shape ``[max_len, d]``."""
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(max_len, d)
+    pe[:, 0::2] = torch.sin(position * div)
+    pe[:, 1::2] = torch.cos(position * div[: d // 2])
+    return pe
+
+
+def causal_mask(t: int, device: torch.device | None = None) -> torch.Tensor:
+    """Additive mask ``[t, t]``: 0 where key <= query, ``-inf`` above the diagonal."""
+    return torch.triu(torch.full((t, t), float("-inf"), device=device), diagonal=1)
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """Token-mean cross-entropy of the logits ``z = h W^T + b``, fused with the read-out layer.
+
+    ``loss = mean_i [log sum_v exp(z_iv) - z_{i, y_i}]`` and, with ``p_i = softmax(z_i)``,
+    ``dloss/dz_i = (p_i - e_{y_i}) / N``. The forward pass turns the ``[N, V]`` logits into
+    that gradient in place (one exponential per entry), so the backward pass is three
+    matrix products: ``dh = G W``, ``dW = G^T h``, ``db = sum_i G_i``. The value and the
+    gradients are those of ``F.cross_entropy(F.linear(h, W, b), y)``, with fewer passes over
+    the largest tensor of the model.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor
+                ) -> torch.Tensor:
+        z = torch.addmm(bias, h, weight.t())
+        z -= z.amax(dim=1, keepdim=True)
+        picked = z.gather(1, target[:, None])
+        z.exp_()
+        total = z.sum(dim=1, keepdim=True)
+        loss = (total.log() - picked).mean()
+        z /= total * z.shape[0]
+        z[torch.arange(z.shape[0], device=z.device), target] -= 1.0 / z.shape[0]
+        ctx.save_for_backward(h, weight, z)
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        h, weight, g = ctx.saved_tensors
+        grads = (g @ weight, g.t() @ h, g.sum(dim=0))
+        if float(grad) != 1.0:  # a plain loss.backward() needs no rescaling of the [V, d] gradient
+            grads = tuple(x * grad for x in grads)
+        return (*grads, None)
+
+
+class CausalSelfAttention(nn.Module):
+    """Single-head causal self-attention with a packed QKV projection (xavier init, zero biases)."""
+
+    def __init__(self, d: int, dropout: float) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(d, 3 * d)
+        self.out_proj = nn.Linear(d, d)
+        self.dropout = dropout
+        nn.init.xavier_uniform_(self.in_proj.weight)
+        nn.init.zeros_(self.in_proj.bias)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``x [B, T, d]`` -> output ``[B, T, d]`` and, if asked, the probabilities ``[B, T, T]``."""
+        q, k, v = self.in_proj(x).chunk(3, dim=-1)
+        p_drop = self.dropout if self.training else 0.0
+        if not return_attention:
+            return self.out_proj(F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)), None
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + causal_mask(x.shape[1], x.device)
+        attn = scores.softmax(dim=-1)
+        return self.out_proj(F.dropout(attn, p_drop, self.training) @ v), attn
+
+
+class PostLNLayer(nn.Module):
+    """One post-LN encoder layer: ``LN(x + Attn(x))`` then ``LN(z + W_2 ReLU(W_1 z))`` with dropout."""
+
+    def __init__(self, d: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.self_attn = CausalSelfAttention(d, dropout)
+        self.linear1 = nn.Linear(d, d_ff)
+        self.linear2 = nn.Linear(d_ff, d)
+        self.norm1 = nn.LayerNorm(d)
+        self.norm2 = nn.LayerNorm(d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        a, attn = self.self_attn(x, return_attention)
+        return self.after_attention(x, a), attn
+
+    def after_attention(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """Given the attention output ``a``: ``z = LN_1(x + Dropout(a))``, then ``LN_2(z + Dropout(FFN(z)))``."""
+        z = self.norm1(x + self.drop(a))
+        return self.norm2(z + self.drop(self.linear2(self.drop(F.relu(self.linear1(z))))))
+
+
+class TransformerLM(nn.Module):
+    """Causal post-LN Transformer language model; ``forward(tokens [B, T])`` -> logits ``[B, T, V]``."""
+
+    def __init__(self, vocab_size: int, n_layers: int, d: int = 200, d_ff: int = 200, dropout: float = 0.2,
+                 max_len: int = 5000) -> None:
+        super().__init__()
+        self.vocab_size = check_int("vocab_size", vocab_size, 2)
+        self.n_layers = check_int("n_layers", n_layers, 1, 64)
+        self.d = check_int("d", d, 1)
+        check_int("d_ff", d_ff, 1)
+        check_float("dropout", dropout, 0, 1, high_open=True)
+        self.max_len = check_int("max_len", max_len, 1)
+        self.embedding = nn.Embedding(vocab_size, d)
+        self.register_buffer("pe", sinusoidal_positions(max_len, d), persistent=False)
+        self.drop = nn.Dropout(dropout)
+        layer = PostLNLayer(d, d_ff, dropout)
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(n_layers))
+        self.decoder = nn.Linear(d, vocab_size)
+        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+        nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+
+    def hidden(self, tokens: torch.Tensor, return_attention: bool = False
+               ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Last layer's output ``[B, T, d]`` and, when ``return_attention``, one ``[B, T, T]`` map per layer."""
+        if tokens.ndim != 2 or tokens.dtype != torch.int64:
+            raise ValueError(f"tokens must be an int64 tensor [batch, time], got {tokens.dtype} {tuple(tokens.shape)}")
+        if not 1 <= tokens.shape[1] <= self.max_len:
+            raise ValueError(f"sequence length must be in [1, {self.max_len}], got {tokens.shape[1]}")
+        x = self.drop(self.embedding(tokens) * math.sqrt(self.d) + self.pe[: tokens.shape[1]])
+        maps = []
+        for layer in self.layers:
+            x, attn = layer(x, return_attention)
+            if attn is not None:
+                maps.append(attn)
+        return x, maps
+
+    def forward(self, tokens: torch.Tensor, return_attention: bool = False
+                ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Logits ``[B, T, V]`` and, when ``return_attention``, one ``[B, T, T]`` attention map per layer."""
+        x, maps = self.hidden(tokens, return_attention)
+        return self.decoder(x), maps
+
+    def loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Token-mean next-token cross-entropy (nats), read-out fused with the loss (:class:`LinearCrossEntropy`)."""
+        x, _ = self.hidden(tokens)
+        if targets.shape != tokens.shape:
+            raise ValueError(f"targets must have the shape of tokens {tuple(tokens.shape)}, got {tuple(targets.shape)}")
+        return LinearCrossEntropy.apply(x.reshape(-1, self.d), self.decoder.weight, self.decoder.bias,
+                                        targets.reshape(-1))
+
+    def lower_mlp_weights(self) -> list[torch.Tensor]:
+        """``W_1`` of every layer (``[d_ff, d]``), the matrices of the stable-rank curve."""
+        return [layer.linear1.weight for layer in self.layers]

@@ -1,0 +1,438 @@
+"""Experiment runner for the language-model experiments (paper Sec. 6, Figs. 6 and 8).
+
+One run = one (corpus, depth, lr, seed): Adam at constant lr, gradient clipping, token
+chunks read in order, and every ``eval_interval`` steps a checkpoint with the validation
+loss, the per-layer attention entropy and the stable rank of every ``W_1``. A run can be
+stopped at any time: it resumes from its last checkpoint and reproduces the
+uninterrupted run exactly (same data position, optimiser state and RNG state).
+
+Command line::
+
+    python -m joma_lib.lm.train run --preset rerun-full --jobs 2 --out runs/rerun-full \\
+        --results joma_lib/lm/results/rerun-full.npz
+    python -m joma_lib.lm.train run --preset paper --device cuda --out runs/paper   # the paper's sweep (GPU)
+    python -m joma_lib.lm.train run --data ptb --layers 1 2 --lr 3e-4 --steps 2000 --out runs/x
+    python -m joma_lib.lm.train collect runs/x --results x.npz
+    python -m joma_lib.lm.train plot runs/x --figure fig6 -o fig6.png
+
+``--preset`` fills every setting; explicit options override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from joma_lib.device import DEVICE_CHOICES, resolve_device
+from joma_lib.io import atomic_path, write_npz
+from joma_lib.lm.data import CORPORA, LMData, get_chunk, load_lm_data, n_chunks
+from joma_lib.lm.metrics import evaluate, stable_rank
+from joma_lib.lm.model import TransformerLM
+from joma_lib.validation import check_choice, check_float, check_int
+
+ADAM_RESET = ("epoch", "never")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Settings of one training run; the defaults are the paper's (WikiText-2, lr 1e-4, 20 epochs).
+
+    ``adam_reset="epoch"`` rebuilds Adam at every epoch, as the authors' script did;
+    ``eval_chunks=None`` evaluates on the whole validation split.
+    """
+
+    data: str = "wikitext2"
+    n_layers: int = 1
+    lr: float = 1e-4
+    seed: int = 1
+    steps: int = 58_000
+    eval_interval: int = 1000
+    eval_chunks: int | None = None
+    seq_len: int = 35
+    batch_size: int = 20
+    eval_batch_size: int = 10
+    max_vocab: int | None = None
+    d: int = 200
+    d_ff: int = 200
+    dropout: float = 0.2
+    clip: float = 0.5
+    adam_reset: str = "epoch"
+    data_seed: int = 0
+
+    def validated(self) -> RunConfig:
+        """Self, after checking every field (ValueError naming the field otherwise)."""
+        check_choice("data", self.data, CORPORA)
+        check_int("n_layers", self.n_layers, 1, 64)
+        check_float("lr", self.lr, 0, 1, low_open=True)
+        check_int("seed", self.seed, 0)
+        check_int("steps", self.steps, 1)
+        check_int("eval_interval", self.eval_interval, 1, self.steps)
+        if self.eval_chunks is not None:
+            check_int("eval_chunks", self.eval_chunks, 1)
+        check_int("seq_len", self.seq_len, 1, 5000)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("eval_batch_size", self.eval_batch_size, 1)
+        if self.max_vocab is not None:
+            check_int("max_vocab", self.max_vocab, 2)
+        check_int("d", self.d, 1)
+        check_int("d_ff", self.d_ff, 1)
+        check_float("dropout", self.dropout, 0, 1, high_open=True)
+        check_float("clip", self.clip, 0, low_open=True)
+        check_choice("adam_reset", self.adam_reset, ADAM_RESET)
+        check_int("data_seed", self.data_seed, 0)
+        return self
+
+    @property
+    def name(self) -> str:
+        """Directory name of the run."""
+        return f"{self.data}_L{self.n_layers}_lr{self.lr:g}_s{self.seed}"
+
+    def checkpoints(self) -> np.ndarray:
+        """Steps at which the metrics are recorded: 0, eval_interval, 2*eval_interval, ..., and ``steps``."""
+        return np.unique(np.append(np.arange(0, self.steps + 1, self.eval_interval), self.steps))
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # the paper's Fig. 6 sweep (WikiText-2, 20 epochs, lr 1e-4, 3 seeds); a GPU job
+    "paper": dict(data="wikitext2", layers=[1, 2, 5, 10], lr=[1e-4], seeds=[1, 2, 3], steps=58_000,
+                  eval_interval=1000),
+    # the paper's Fig. 8 sweep (5 layers, seven learning rates)
+    "paper-lr": dict(data="wikitext2", layers=[5], lr=[1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2], seeds=[1, 2, 3],
+                     steps=58_000, eval_interval=1000),
+    # the CPU reproduction of the companion (figure c-rerun-full); about 11 minutes on 2 cores with --jobs 2
+    "rerun-full": dict(data="wikivital", layers=[1, 2], lr=[1e-3], seeds=[1, 2], steps=4000, eval_interval=100,
+                       eval_chunks=20, max_vocab=4000),
+    # its shortened version, rerun by CI (figure c-rerun-quick); about a minute
+    "rerun-quick": dict(data="wikivital", layers=[1, 2], lr=[1e-3], seeds=[1], steps=600, eval_interval=50,
+                        eval_chunks=10, max_vocab=2000),
+}
+
+
+def write_results(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
+    """Write ``path`` (npz) and ``path.with_suffix('.json')`` atomically."""
+    path = Path(path)
+    write_npz(path, dict(arrays))
+    with atomic_path(path.with_suffix(".json")) as tmp:
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def make_optimizer(model: TransformerLM, lr: float) -> torch.optim.Adam:
+    """Adam (default betas, no weight decay), fused where torch supports it on the model's device."""
+    return torch.optim.Adam(model.parameters(), lr=lr, fused=True)
+
+
+def train_step(model: TransformerLM, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+               clip: float) -> torch.Tensor:
+    """One update: token-mean cross-entropy, backward, clip the gradient norm to ``clip``, Adam step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = model.loss(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
+    optimizer.step()
+    return loss.detach()
+
+
+def _rng_state(device: torch.device) -> dict[str, torch.Tensor]:
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng_state(state: Mapping[str, torch.Tensor], device: torch.device) -> None:
+    torch.set_rng_state(state["cpu"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progress: bool = True,
+              data: LMData | None = None, stop_at: int | None = None) -> dict[str, np.ndarray] | None:
+    """Train one run into ``out_dir/<cfg.name>/``, resuming from its checkpoint if there is one.
+
+    Returns the run's arrays (``minibatch [C]``, ``val_loss [C]``, ``attn_entropy [C, L]``,
+    ``stable_rank [C, L]``, ``train_loss [C]``), also written to ``result.npz``/``.json``.
+    ``stop_at`` stops after that many steps without finishing (returns None), as an
+    interruption would; a finished run is loaded, not retrained.
+    """
+    cfg = cfg.validated()
+    run_dir = Path(out_dir) / cfg.name
+    result_path, ckpt_path = run_dir / "result.npz", run_dir / "checkpoint.pt"
+    if result_path.exists():
+        meta = json.loads(result_path.with_suffix(".json").read_text())
+        if meta["config"] == asdict(cfg):
+            with np.load(result_path) as npz:
+                return {k: npz[k] for k in npz.files}
+    dev = resolve_device(device)
+    if data is None:
+        data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
+    n_batches = n_chunks(data.train, cfg.seq_len)
+    torch.manual_seed(cfg.seed)
+    model = TransformerLM(len(data.vocab), cfg.n_layers, cfg.d, cfg.d_ff, cfg.dropout).to(dev)
+    optimizer = make_optimizer(model, cfg.lr)
+    hist: dict[str, list[Any]] = {"minibatch": [], "val_loss": [], "attn_entropy": [], "stable_rank": [],
+                                  "train_loss": []}
+    step = 0
+    if ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location=dev, weights_only=True)
+        if ckpt["config"] != asdict(cfg):
+            raise ValueError(f"{ckpt_path} belongs to a run with other settings; remove it or use another --out")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        _set_rng_state(ckpt["rng"], dev)
+        hist, step = ckpt["history"], ckpt["step"]
+    marks = set(cfg.checkpoints().tolist())
+    bar = _progress(cfg, step, progress)
+
+    def record(train_loss: float) -> None:
+        val, ent = evaluate(model, data.valid, cfg.seq_len, cfg.eval_chunks)
+        for key, value in [("minibatch", step), ("val_loss", val), ("attn_entropy", ent), ("train_loss", train_loss),
+                           ("stable_rank", [stable_rank(w) for w in model.lower_mlp_weights()])]:
+            hist[key].append(value)
+        bar.set_postfix(loss=f"{val:.3f}", entropy=" ".join(f"{e:.2f}" for e in ent))
+        with atomic_path(ckpt_path) as tmp:
+            torch.save({"config": asdict(cfg), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "rng": _rng_state(dev), "history": hist, "step": step}, tmp)
+
+    if step == 0 and not hist["minibatch"]:
+        record(float("nan"))
+    model.train()
+    running = torch.zeros((), device=dev)
+    since = 0
+    while step < cfg.steps:
+        if stop_at is not None and step >= stop_at:
+            bar.close()
+            return None
+        batch = step % n_batches
+        if cfg.adam_reset == "epoch" and batch == 0 and step > 0:
+            optimizer = make_optimizer(model, cfg.lr)
+        x, y = (t.to(dev) for t in get_chunk(data.train, batch, cfg.seq_len))
+        running += train_step(model, optimizer, x, y, cfg.clip)
+        step, since = step + 1, since + 1
+        bar.update(1)
+        if step in marks:
+            record(float(running) / since)
+            running.zero_()
+            since = 0
+    bar.close()
+    arrays = {"minibatch": np.asarray(hist["minibatch"], dtype=np.int64),
+              "val_loss": np.asarray(hist["val_loss"], dtype=np.float64),
+              "attn_entropy": np.asarray(hist["attn_entropy"], dtype=np.float64),
+              "stable_rank": np.asarray(hist["stable_rank"], dtype=np.float64),
+              "train_loss": np.asarray(hist["train_loss"], dtype=np.float64)}
+    write_results(result_path, arrays, {"config": asdict(cfg), "data_note": data.note, "vocab_size": len(data.vocab),
+                                        "train_tokens": int(data.train.numel()), "steps_per_epoch": n_batches,
+                                        "device": str(dev), "torch": torch.__version__})
+    return arrays
+
+
+def _progress(cfg: RunConfig, start: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.steps, initial=start, desc=cfg.name, disable=not enabled, dynamic_ncols=True,
+                mininterval=1.0)
+
+
+def sweep_configs(base: RunConfig, layers: Sequence[int], lrs: Sequence[float], seeds: Sequence[int]
+                  ) -> list[RunConfig]:
+    """One config per (layers, lr, seed), in that nesting order."""
+    return [replace(base, n_layers=n, lr=lr, seed=s).validated() for n in layers for lr in lrs for s in seeds]
+
+
+def collect(runs: Sequence[Mapping[str, np.ndarray]], configs: Sequence[RunConfig]) -> dict[str, np.ndarray]:
+    """Stack runs into the sweep structure the Fig. 6/8 plots take.
+
+    ``minibatch``/``val_loss``/``train_loss`` ``[R, C]``, ``attn_entropy``/``stable_rank``
+    ``[R, C, Lmax]`` (NaN beyond a run's depth or length), ``nlayers``, ``lr``, ``seed`` ``[R]``.
+    """
+    if len(runs) != len(configs) or not runs:
+        raise ValueError(f"need one result per config and at least one, got {len(runs)} and {len(configs)}")
+    n_ckpt = max(len(r["minibatch"]) for r in runs)
+    n_layers = max(c.n_layers for c in configs)
+    out = {"minibatch": np.full((len(runs), n_ckpt), -1, dtype=np.int64)}
+    for key in ("val_loss", "train_loss"):
+        out[key] = np.full((len(runs), n_ckpt), np.nan)
+    for key in ("attn_entropy", "stable_rank"):
+        out[key] = np.full((len(runs), n_ckpt, n_layers), np.nan)
+    for i, (run, cfg) in enumerate(zip(runs, configs, strict=True)):
+        c = len(run["minibatch"])
+        out["minibatch"][i, :c] = run["minibatch"]
+        for key in ("val_loss", "train_loss"):
+            out[key][i, :c] = run[key]
+        for key in ("attn_entropy", "stable_rank"):
+            out[key][i, :c, : cfg.n_layers] = run[key]
+    out["nlayers"] = np.asarray([c.n_layers for c in configs], dtype=np.int64)
+    out["lr"] = np.asarray([c.lr for c in configs], dtype=np.float64)
+    out["seed"] = np.asarray([c.seed for c in configs], dtype=np.int64)
+    return out
+
+
+def _run_one(cfg: RunConfig, out_dir: str | Path, device: str, progress: bool, data: LMData
+             ) -> tuple[RunConfig, dict[str, np.ndarray]]:
+    """Train one run on ``data``, named after the corpus actually loaded (a stand-in if WikiText fell back)."""
+    cfg = replace(cfg, data=data.name)
+    result = train_run(cfg, out_dir, device, progress, data=data)
+    assert result is not None
+    return cfg, result
+
+
+def _data_key(cfg: RunConfig) -> tuple[Any, ...]:
+    return (cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
+
+
+def _worker(cfg: RunConfig, out_dir: str, device: str) -> tuple[RunConfig, dict[str, np.ndarray], str, float]:
+    """One run in a worker process with one CPU thread (``run_sweep(..., jobs > 1)``)."""
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    data = load_lm_data(*_data_key(cfg))
+    cfg, result = _run_one(cfg, out_dir, device, False, data)
+    return cfg, result, data.note, time.perf_counter() - start
+
+
+def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
+              log: Callable[[str], None] = print, jobs: int = 1
+              ) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
+    """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
+
+    ``jobs > 1`` trains that many runs at once in worker processes of one thread each (no
+    progress bars); otherwise runs go one after the other and each corpus is loaded once.
+    A corpus that falls back to its offline stand-in (:func:`~joma_lib.lm.data.load_splits`)
+    names and records the runs with the stand-in's name.
+    """
+    jobs = check_int("jobs", jobs, 1)
+    done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_worker, cfg, str(out_dir), device) for cfg in configs]
+            for future in futures:
+                cfg, result, note, seconds = future.result()
+                log(f"{cfg.name}: done in {seconds:.0f} s ({note})")
+                done.append((cfg, result))
+    else:
+        loaded: dict[tuple[Any, ...], LMData] = {}
+        for cfg in configs:
+            key = _data_key(cfg)
+            if key not in loaded:
+                loaded[key] = load_lm_data(*key)
+                log(loaded[key].note)
+            start = time.perf_counter()
+            done.append(_run_one(cfg, out_dir, device, progress, loaded[key]))
+            log(f"{done[-1][0].name}: done in {time.perf_counter() - start:.0f} s")
+    configs_run = [cfg for cfg, _ in done]
+    return collect([result for _, result in done], configs_run), configs_run
+
+
+def load_sweep(out_dir: str | Path) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
+    """Collect every finished run under ``out_dir`` (sorted by layers, lr, seed)."""
+    found = []
+    for path in sorted(Path(out_dir).glob("*/result.npz")):
+        cfg = RunConfig(**json.loads(path.with_suffix(".json").read_text())["config"])
+        with np.load(path) as npz:
+            found.append((cfg, {k: npz[k] for k in npz.files}))
+    if not found:
+        raise ValueError(f"no finished runs (*/result.npz) under {out_dir}")
+    found.sort(key=lambda item: (item[0].n_layers, item[0].lr, item[0].seed))
+    configs = [c for c, _ in found]
+    return collect([r for _, r in found], configs), configs
+
+
+# ----------------------------------------------------------------------------- command line
+
+_FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m joma_lib.lm.train", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train (or resume) a sweep of runs")
+    run.add_argument("--preset", choices=sorted(PRESETS), help="start from these settings")
+    run.add_argument("--data", choices=CORPORA)
+    run.add_argument("--layers", type=int, nargs="+")
+    run.add_argument("--lr", type=float, nargs="+")
+    run.add_argument("--seeds", type=int, nargs="+")
+    for name, kind in [("steps", int), ("eval_interval", int), ("eval_chunks", int), ("seq_len", int),
+                       ("batch_size", int), ("eval_batch_size", int), ("max_vocab", int), ("d", int), ("d_ff", int),
+                       ("dropout", float), ("clip", float), ("data_seed", int)]:
+        run.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
+    run.add_argument("--adam-reset", dest="adam_reset", choices=ADAM_RESET)
+    run.add_argument("--device", choices=DEVICE_CHOICES, default=None, help="default: $JOMA_DEVICE or auto")
+    run.add_argument("--out", required=True, help="directory of the runs (checkpoints and per-run results)")
+    run.add_argument("--results", help="also write the collected sweep here (npz + json)")
+    run.add_argument("--jobs", type=int, default=1, help="train this many runs at once, one CPU thread each")
+    run.add_argument("--no-progress", action="store_true")
+    col = sub.add_parser("collect", help="stack the finished runs of a directory into one npz")
+    col.add_argument("out")
+    col.add_argument("--results", required=True)
+    plot = sub.add_parser("plot", help="draw Fig. 6 or Fig. 8 from our runs, as from the authors' data")
+    plot.add_argument("out", help="a run directory or a collected .npz")
+    plot.add_argument("--figure", choices=("fig6", "fig8"), default="fig6")
+    plot.add_argument("--lr", type=float, default=None,
+                      help="Fig. 6: the learning rate to show (default: the only one)")
+    plot.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> tuple[RunConfig, list[int], list[float], list[int]]:
+    """The base config and the sweep axes from parsed ``run`` arguments (preset, then explicit options)."""
+    settings: dict[str, Any] = dict(PRESETS[args.preset]) if args.preset else {}
+    for name in _FIELD_TYPES:
+        value = getattr(args, name, None)
+        if value is not None and name not in ("n_layers", "lr", "seed"):
+            settings[name] = value
+    for axis in ("layers", "lr", "seeds"):
+        if getattr(args, axis) is not None:
+            settings[axis] = getattr(args, axis)
+    layers = settings.pop("layers", [1])
+    lrs = settings.pop("lr", [1e-4])
+    seeds = settings.pop("seeds", [1])
+    base = RunConfig(**settings)
+    sweep_configs(base, layers, lrs, seeds)  # validates every combination before any training
+    return base, layers, lrs, seeds
+
+
+def _sweep_meta(configs: Sequence[RunConfig]) -> dict[str, Any]:
+    return {"configs": [asdict(c) for c in configs], "torch": torch.__version__}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            base, layers, lrs, seeds = config_from_args(args)
+            configs = sweep_configs(base, layers, lrs, seeds)
+            resolve_device(args.device)
+            data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
+                                      not args.no_progress, jobs=args.jobs)
+            if args.results:
+                write_results(Path(args.results), data, _sweep_meta(configs))
+                print(f"wrote {args.results}")
+        elif args.command == "collect":
+            data, configs = load_sweep(args.out)
+            write_results(Path(args.results), data, _sweep_meta(configs))
+            print(f"wrote {args.results} ({len(configs)} runs)")
+        else:
+            from joma_lib.figures.rerun import plot_sweep
+            from joma_lib.figures.style import figure_style
+
+            with figure_style():
+                plot_sweep(args.out, args.figure, args.lr).savefig(args.output, bbox_inches="tight")
+            print(f"wrote {args.output}")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

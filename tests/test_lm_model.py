@@ -1,0 +1,140 @@
+"""The paper's language model and the metrics measured on it."""
+
+import math
+
+import pytest
+import torch
+
+from joma_lib.lm.data import batchify
+from joma_lib.lm.metrics import attention_entropy, evaluate, stable_rank, uniform_causal_entropy
+from joma_lib.lm.model import TransformerLM, causal_mask, sinusoidal_positions
+
+torch.set_num_threads(1)
+
+
+def _model(n_layers: int = 2, vocab: int = 50, seed: int = 0) -> TransformerLM:
+    torch.manual_seed(seed)
+    return TransformerLM(vocab, n_layers, d=16, d_ff=16)
+
+
+def test_entropy_of_uniform_causal_and_one_hot_attention():
+    t = 35
+    uniform = torch.tril(torch.ones(t, t))
+    uniform = uniform / uniform.sum(-1, keepdim=True)
+    assert float(attention_entropy(uniform)) == pytest.approx(uniform_causal_entropy(t), abs=1e-5)
+    assert uniform_causal_entropy(t) == pytest.approx(2.632, abs=1e-3)
+    one_hot = torch.eye(t)[torch.randint(0, t, (t,))]
+    assert float(attention_entropy(one_hot)) == pytest.approx(0.0, abs=1e-6)
+    batch = torch.stack([uniform, one_hot])  # the mean runs over sequences and query rows
+    assert float(attention_entropy(batch)) == pytest.approx(uniform_causal_entropy(t) / 2, abs=1e-5)
+
+
+def test_stable_rank_of_known_spectra():
+    q1, _ = torch.linalg.qr(torch.randn(20, 20, dtype=torch.float64))
+    q2, _ = torch.linalg.qr(torch.randn(8, 8, dtype=torch.float64))
+    for r in (1, 3, 8):
+        s = torch.zeros(20, 8, dtype=torch.float64)
+        s[range(r), range(r)] = 2.5
+        assert stable_rank(q1 @ s @ q2) == pytest.approx(r, rel=1e-10)
+    assert stable_rank(torch.diag(torch.tensor([1.0, 0.1]))) == pytest.approx(1.01, rel=1e-6)
+    assert stable_rank(torch.diag(torch.tensor([3.0, 2.0, 1.0]))) == pytest.approx(14 / 9, rel=1e-6)
+    with pytest.raises(ValueError, match="zero matrix"):
+        stable_rank(torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="matrix"):
+        stable_rank(torch.ones(3))
+
+
+def test_layers_start_identical_and_positions_are_sinusoidal():
+    model = _model(3)
+    first = model.layers[0].state_dict()
+    for layer in model.layers[1:]:
+        assert all(torch.equal(first[k], v) for k, v in layer.state_dict().items())
+    pe = sinusoidal_positions(10, 6)
+    assert torch.allclose(pe[3, 0], torch.tensor(math.sin(3.0)))
+    assert torch.allclose(pe[3, 5], torch.tensor(math.cos(3.0 / 10000 ** (4 / 6))))
+    # parameters: embedding + head + per layer (QKV, out, W1, W2, two LayerNorms)
+    d, v = 16, 50
+    per_layer = 3 * d * d + 3 * d + d * d + d + 2 * (d * d + d) + 4 * d
+    assert sum(p.numel() for p in model.parameters()) == v * d + v * d + v + 3 * per_layer
+
+
+def test_causal_mask_keeps_the_future_out():
+    model = _model().eval()
+    x = torch.randint(0, 50, (3, 12))
+    y = x.clone()
+    y[:, 7:] = torch.randint(0, 50, (3, 5))
+    with torch.no_grad():
+        for attention in (False, True):
+            lx, maps = model(x, return_attention=attention)
+            ly, _ = model(y, return_attention=attention)
+            assert torch.allclose(lx[:, :7], ly[:, :7], atol=1e-6)
+            assert not torch.allclose(lx[:, 7:], ly[:, 7:], atol=1e-3)
+    for a in maps:
+        assert torch.all(a.triu(diagonal=1) == 0)
+        assert torch.allclose(a.sum(-1), torch.ones(3, 12), atol=1e-6)
+    assert torch.equal(causal_mask(3), torch.tensor([[0.0, -math.inf, -math.inf], [0, 0, -math.inf], [0, 0, 0]]))
+
+
+def test_fused_and_materialised_attention_agree_in_value_and_gradient():
+    model = _model().eval()
+    x = torch.randint(0, 50, (4, 20))
+    grads = []
+    outs = []
+    for attention in (False, True):
+        model.zero_grad()
+        logits, maps = model(x, return_attention=attention)
+        logits.square().mean().backward()
+        outs.append(logits.detach())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        assert len(maps) == (2 if attention else 0)
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)
+    assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+
+
+def test_evaluate_matches_a_direct_computation():
+    model = _model(1)
+    streams = batchify(torch.randint(0, 50, (10 * 31,)), 10)
+    loss, entropy = evaluate(model, streams, seq_len=10)  # chunks of 10, 10, 10
+    assert model.training  # evaluate restores the mode
+    model.eval()
+    with torch.no_grad():
+        parts = [model(streams[:, i:i + 10], return_attention=True) for i in (0, 10, 20)]
+    ce = [torch.nn.functional.cross_entropy(lg.reshape(-1, 50), streams[:, i + 1:i + 11].reshape(-1))
+          for (lg, _), i in zip(parts, (0, 10, 20))]
+    assert loss == pytest.approx(float(sum(ce) / 3), rel=1e-5)
+    assert entropy[0] == pytest.approx(float(sum(attention_entropy(m[0]) for _, m in parts) / 3), rel=1e-5)
+    assert 0 < entropy[0] <= uniform_causal_entropy(10) + 1e-6
+
+
+def test_bad_model_arguments_are_rejected():
+    with pytest.raises(ValueError, match="n_layers"):
+        TransformerLM(50, 0)
+    with pytest.raises(ValueError, match="dropout"):
+        TransformerLM(50, 1, dropout=1.0)
+    model = _model(1)
+    with pytest.raises(ValueError, match="int64"):
+        model(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="sequence length"):
+        TransformerLM(50, 1, d=8, d_ff=8, max_len=4)(torch.zeros(1, 5, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("upstream", [1.0, 3.0])
+def test_fused_read_out_loss_matches_cross_entropy_in_value_and_gradient(upstream):
+    model = _model().eval()
+    x, y = torch.randint(0, 50, (4, 20)), torch.randint(0, 50, (4, 20))
+    grads = []
+    losses = []
+    for fused in (True, False):
+        model.zero_grad()
+        if fused:
+            loss = model.loss(x, y)
+        else:
+            logits, _ = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 50), y.reshape(-1))
+        (upstream * loss).backward()
+        losses.append(float(loss.detach()))
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+    assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4)
+    with pytest.raises(ValueError, match="targets"):
+        model.loss(x, y[:, :5])
