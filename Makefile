@@ -35,7 +35,7 @@ test: setup
 	$(BIN)/python -m pytest
 
 verify: setup
-	$(BIN)/python -m joma_lib.figures verify
+	$(BIN)/python -m joma_lib.figures verify $(VERIFY_FLAGS)
 
 figures: setup
 	$(BIN)/python -m joma_lib.figures make --out figures_out

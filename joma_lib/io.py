@@ -1,4 +1,7 @@
-"""Files written atomically: a reader never sees half of one, an interrupted writer leaves none."""
+"""Files: atomic writes, and the error for external inputs that cannot be had here.
+
+Atomic writes mean a reader never sees half of a file and an interrupted writer leaves none.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+
+
+class InputUnavailableError(RuntimeError):
+    """An external input (third-party data to locate or download) cannot be found or fetched here.
+
+    Figure code raises it so that the harness can say "input unavailable" instead of failing, and
+    the book can fall back to the committed reference data with a visible note.
+    """
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from joma_lib.figures import harness
 from joma_lib.figures.__main__ import main
 from joma_lib.figures.registry import FigureSpec, Tolerance
+from joma_lib.io import InputUnavailableError
 
 
 registry_module = importlib.import_module("joma_lib.figures.registry")  # the module, not the function
@@ -35,10 +36,18 @@ TOY = FigureSpec(fig_id="c-toy", title="toy", paper_ref="companion", chapter="bo
                  tolerances={"y": Tolerance(rtol=1e-6, atol=1e-9)})
 
 
+def _make_offline(**_: object) -> dict[str, np.ndarray]:
+    raise InputUnavailableError("third-party file not found")
+
+
+OFFLINE = FigureSpec(fig_id="c-offline", title="needs a download", paper_ref="companion", chapter="book/none.md",
+                     make=_make_offline, plot=_plot_toy)
+
+
 @pytest.fixture
 def toy_registry(monkeypatch, tmp_path):
-    """Replace the discovered registry with a single toy figure and a temporary reference folder."""
-    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": TOY})
+    """Replace the discovered registry with toy figures and a temporary reference folder."""
+    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": TOY, "c-offline": OFFLINE})
     monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
     return tmp_path
 
@@ -83,7 +92,7 @@ def test_shape_or_name_change_fails(toy_registry):
 def test_missing_reference_is_an_error_not_a_pass(toy_registry, capsys):
     with pytest.raises(harness.MissingReferenceError, match="no reference data for 'c-toy'"):
         harness.verify("c-toy")
-    assert main(["verify"]) == 1
+    assert main(["verify", "c-toy"]) == 1
     assert "ERROR" in capsys.readouterr().out
 
 
@@ -124,3 +133,21 @@ def test_cli_runs_as_module():
     out = subprocess.run([sys.executable, "-m", "joma_lib.figures", "list"], capture_output=True, text=True,
                          check=True).stdout
     assert "c-setting-embeddings" in out
+
+
+def test_unavailable_input_is_skipped_or_failed_on_request(toy_registry, capsys):
+    harness.write_npz(toy_registry / "c-offline.npz", _make_toy())
+    assert main(["verify", "c-offline"]) == 0
+    out = capsys.readouterr().out
+    assert "SKIPPED (input unavailable): third-party file not found" in out and "not checked" in out
+    assert main(["verify", "--require-inputs", "c-offline"]) == 1
+
+
+def test_show_draws_the_reference_when_the_input_is_unavailable(toy_registry, tmp_path, capsys):
+    harness.write_npz(toy_registry / "c-offline.npz", _make_toy(scale=2.0))
+    data = harness.show("c-offline", out_dir=tmp_path / "gen")
+    np.testing.assert_array_equal(data["y"], _make_toy(scale=2.0)["y"])
+    assert "drawn from the reference data" in capsys.readouterr().out
+    assert (tmp_path / "gen" / "c-offline.png").stat().st_size > 0
+    with pytest.raises(InputUnavailableError):  # explicit parameters are never silently replaced
+        harness.show("c-offline", out_dir=tmp_path / "gen", scale=3.0)

@@ -25,7 +25,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.device import on_gpu
-from joma_lib.io import atomic_path, write_npz
+from joma_lib.io import InputUnavailableError, atomic_path, write_npz
 from joma_lib.figures.registry import FigureData, FigureSpec, get_spec
 from joma_lib.figures.style import figure_style
 
@@ -202,12 +202,21 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     The page then writes ``{glue:figure} fig2a`` with ``:name: fig2a`` and a caption that
     links ``_generated/fig2a.csv`` / ``.npz`` / ``.svg``. The glued object is the saved PNG, so
     the page shows exactly the file offered for download, whatever matplotlib backend is active.
-    Returns the data so the page can check or quote numbers from it.
+    Returns the data so the page can check or quote numbers from it. If the figure needs an external
+    input that cannot be had here (:class:`~joma_lib.io.InputUnavailableError`), the committed reference
+    data are drawn instead and the page says so.
     """
     from IPython.display import Image
     from myst_nb import glue
 
-    data = compute(fig_id, **overrides)
+    try:
+        data = compute(fig_id, **overrides)
+    except InputUnavailableError as err:
+        if overrides:
+            raise
+        data = load_reference(fig_id)
+        print(f"Note: {err}\nThis figure is therefore drawn from the reference data committed with the book "
+              f"(joma_lib/figures/reference/{fig_id}.npz), not recomputed here.")
     png = save_outputs(fig_id, draw(fig_id, data), data, Path(out_dir))[0]
     glue(fig_id, Image(filename=str(png)), display=False)
     return data

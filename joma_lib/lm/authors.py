@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from joma_lib.io import InputUnavailableError
 from joma_lib.validation import check_float, check_int
 
 SOURCE_URL = "https://github.com/facebookresearch/luckmatters/raw/yuandong3/ssl/real-dataset/joma/"
@@ -53,6 +54,10 @@ ARRAY_NAMES = ("nlayers", "lr", "seed", "minibatch", "val_loss", "attn_entropy")
 
 class OfficialDataError(RuntimeError):
     """The authors' files could not be found, fetched or checked."""
+
+
+class OfficialDataMissing(OfficialDataError, InputUnavailableError):
+    """The authors' files are in none of the places searched and could not be downloaded."""
 
 
 class ChecksumError(OfficialDataError):
@@ -287,7 +292,7 @@ def download(url: str, dest: Path, sha256: str, timeout: float = 10.0) -> Path:
                     for block in iter(lambda: response.read(1 << 16), b""):
                         out.write(block)
             except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
-                raise OfficialDataError(
+                raise OfficialDataMissing(
                     f"could not download {url} ({err}). Offline? Copy the authors' files {sorted(OFFICIAL_FILES)} "
                     "into a directory and pass it as `directory=` or set JOMA_OFFICIAL_DIR") from err
         actual = sha256_of(tmp)
@@ -313,7 +318,7 @@ def locate(name: str, directory: str | Path | None = None, *, download_missing: 
     if directory is not None:
         path = Path(directory) / name
         if not path.is_file():
-            raise OfficialDataError(f"{path} does not exist; download it from {SOURCE_URL}{name}")
+            raise OfficialDataMissing(f"{path} does not exist; download it from {SOURCE_URL}{name}")
         return check_sha256(path, expected)
     cache = cache_dir() / name
     for folder in search_dirs():
@@ -324,7 +329,7 @@ def locate(name: str, directory: str | Path | None = None, *, download_missing: 
             if sha256_of(path) == expected:
                 return path
     if not download_missing:
-        raise OfficialDataError(f"{name} is in none of {[str(d) for d in search_dirs()]} and downloading is off; "
+        raise OfficialDataMissing(f"{name} is in none of {[str(d) for d in search_dirs()]} and downloading is off; "
                                 "pass `directory=` or set JOMA_OFFICIAL_DIR")
     return download(SOURCE_URL + name, cache, expected, timeout=timeout)
 
