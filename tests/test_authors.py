@@ -24,6 +24,7 @@ from joma_lib.figures.wikitext import (
     entropy_panels,
     make_fig6,
     make_fig8,
+    panel_summary,
     panel_title,
     plot_entropy_panels,
     plot_fig6,
@@ -240,6 +241,17 @@ def test_seed_average_and_summary() -> None:
     assert summary.bounce[0] == pytest.approx(0.6)
     with pytest.raises(ValueError, match=r"available \(nlayers, lr\): \(1, 0.001\), \(2, 0.001\)"):
         seed_average(_toy_runs(), 3, 1e-3)
+
+
+def test_panel_summary_equals_the_seed_average_summary() -> None:
+    runs = _toy_runs()
+    data = entropy_panels(runs, [(2, 1e-3), (1, 1e-3)])
+    for p, depth in enumerate([2, 1]):
+        direct, from_panel = seed_average(runs, depth, 1e-3).entropy_summary(), panel_summary(data, p)
+        for name in ("initial", "minimum", "argmin_minibatch", "final", "bounce", "interior"):
+            np.testing.assert_array_equal(getattr(from_panel, name), getattr(direct, name))
+    with pytest.raises(ValueError, match=r"p must be an integer in \[0, 1\]"):
+        panel_summary(data, 2)
 
 
 def test_run_table_checks_and_round_trip() -> None:

@@ -20,13 +20,20 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 
 from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance
-from joma_lib.lm.authors import ATTRIBUTION, SweepRuns, official_runs, seed_average
+from joma_lib.lm.authors import ATTRIBUTION, EntropySummary, SweepRuns, official_runs, seed_average, summarize_entropy
 from joma_lib.validation import check_choice, check_float, check_int
 
 FIG6_DEPTHS = (1, 2, 5, 10)
 FIG8_LRS = (1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2)
 TITLE_STYLES = ("layers", "lr")
 LEGEND_MAX_LAYERS = 4  # up to this depth a legend names the layers; deeper models get a colour bar
+
+
+def panel_summary(data: FigureData, p: int) -> EntropySummary:
+    """Start, minimum, end and bounce of each layer's entropy in panel ``p`` of :func:`entropy_panels` data."""
+    p = check_int("p", p, 0, int(data["nlayers"].size) - 1)
+    depth = int(data["nlayers"][p])
+    return summarize_entropy(data["minibatch"][p], data["attn_entropy"][p, :, :depth])
 
 
 def entropy_panels(runs: SweepRuns, cells: Sequence[tuple[int, float]], source: str = "") -> FigureData:

@@ -204,16 +204,24 @@ class SeedAverage:
 
     def entropy_summary(self) -> EntropySummary:
         """Initial value, minimum (and where), final value and bounce of each layer's entropy curve."""
-        e = self.attn_entropy
-        argmin = np.argmin(e, axis=0)
-        return EntropySummary(
-            initial=e[0].copy(),
-            minimum=e.min(axis=0),
-            argmin_minibatch=self.minibatch[argmin],
-            final=e[-1].copy(),
-            bounce=e[-1] - e.min(axis=0),
-            interior=(argmin > 0) & (argmin < e.shape[0] - 1),
-        )
+        return summarize_entropy(self.minibatch, self.attn_entropy)
+
+
+def summarize_entropy(minibatch: np.ndarray, attn_entropy: np.ndarray) -> EntropySummary:
+    """The :class:`EntropySummary` of entropy curves ``attn_entropy`` ``[C, nlayers]`` at steps ``minibatch`` ``[C]``."""
+    e = np.asarray(attn_entropy, dtype=float)
+    steps = np.asarray(minibatch)
+    if e.ndim != 2 or steps.shape != (e.shape[0],) or e.shape[0] < 1:
+        raise ValueError(f"attn_entropy must be [C, nlayers] and minibatch [C], got {e.shape} and {steps.shape}")
+    argmin = np.argmin(e, axis=0)
+    return EntropySummary(
+        initial=e[0].copy(),
+        minimum=e.min(axis=0),
+        argmin_minibatch=steps[argmin],
+        final=e[-1].copy(),
+        bounce=e[-1] - e.min(axis=0),
+        interior=(argmin > 0) & (argmin < e.shape[0] - 1),
+    )
 
 
 def seed_average(runs: SweepRuns, nlayers: int, lr: float) -> SeedAverage:
