@@ -28,6 +28,8 @@ from joma_lib.figures import load_reference
 
 pytestmark = pytest.mark.browser
 
+# Debian's Chromium by default; JOMA_CHROMIUM=bundled uses the browser that `playwright install chromium`
+# downloaded (GitHub's Ubuntu runners, which have no Debian chromium package).
 CHROMIUM = os.environ.get("JOMA_CHROMIUM", "/usr/bin/chromium")
 # As root, on a machine without network: no sandbox, no GPU, and none of Chromium's own background traffic.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -59,7 +61,7 @@ def page_path() -> tuple[Path, str]:
         if explicit:
             pytest.fail(message)
         pytest.skip(f"{message}: the build in {root} is older than the page; rebuild the book")
-    if not Path(CHROMIUM).is_file():
+    if CHROMIUM != "bundled" and not Path(CHROMIUM).is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (run .ci/browser_setup.sh)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/browser_setup.sh)")
     return root, rel
@@ -103,7 +105,8 @@ def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        where = {} if CHROMIUM == "bundled" else {"executable_path": CHROMIUM}
+        chromium = pw.chromium.launch(**where, args=CHROMIUM_FLAGS, headless=True)
         try:
             yield chromium
         finally:
