@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine:
 #   make book   set up .venv and build the whole book (executes every chapter) -> _build/html/index.html
 #   make test   set up .venv and run the test suite
-# Other targets: verify (figure data vs references), figures (regenerate all into figures_out/),
+# Other targets: lint (ruff + mypy), verify (figure data vs references), figures (regenerate all into figures_out/),
 # book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
 
 PYTHON ?= python3
@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: setup book book-strict twins test verify figures clean
+.PHONY: setup book book-strict twins test lint verify figures clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,10 @@ book-strict: twins
 
 test: setup
 	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check joma_lib tests benchmarks
+	$(BIN)/mypy
 
 verify: setup
 	$(BIN)/python -m joma_lib.figures verify $(VERIFY_FLAGS)

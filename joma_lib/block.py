@@ -21,7 +21,7 @@ Everything runs on the CPU in float64: the problems are tiny, and exact checks n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +32,7 @@ from joma_lib.embeddings import orthonormal_embeddings
 from joma_lib.validation import check_choice, check_float, check_int
 
 ATTENTIONS = ("linear", "exp", "softmax")
-ACTIVATIONS = {
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "identity": lambda u: u,
     "relu": torch.relu,
     "tanh": torch.tanh,

@@ -451,7 +451,7 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
             record[slot] = v
             slot += 1
     attention = softmax_attention(record, temp)
-    return SoftmaxRun(steps, record, attention, attention_entropy(attention))
+    return SoftmaxRun(steps, record, attention, np.asarray(attention_entropy(attention)))
 
 
 def saliency_profile(kind: str = "fig4", n: int = FIG4_N_TOKENS, low: float = 1.0, high: float = 4.0,

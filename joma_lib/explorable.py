@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -231,7 +231,7 @@ def explorer_figure(grid: dict[str, np.ndarray], spread: float = FIG4_SPREAD, te
 
 
 def explorer_html(grid: dict[str, np.ndarray], div_id: str = "joma-explorer", include_plotlyjs: bool = False,
-                  **initial: object) -> str:
+                  **initial: Any) -> str:
     """HTML fragment for the page: the figure of :func:`explorer_figure` plus the grid and its script.
 
     With ``include_plotlyjs=False`` (the book) the fragment loads no plotly.js and expects a

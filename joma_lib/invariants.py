@@ -57,7 +57,8 @@ def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ra
     if attention == "softmax":
         if b_bar is None:
             raise ValueError("b_bar (the mean attention) is required for attention='softmax'")
-        return sum(softmax_terms(V, b_bar, temperature, lr_ratio))
+        sum_sq_term, mean_term = softmax_terms(V, b_bar, temperature, lr_ratio)
+        return sum_sq_term + mean_term
     sum_sq = (V**2).sum(axis=-1)
     return lr_ratio * sum_sq if attention == "linear" else lr_ratio / (2 * temperature) * sum_sq
 

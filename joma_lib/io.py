@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,4 +42,6 @@ def write_npz(path: Path, data: Mapping[str, np.ndarray]) -> None:
     """Save ``data`` as an uncompressed ``.npz``, atomically."""
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, **data)
+            # Any: numpy's stub would match a key named "allow_pickle" against that bool parameter
+            arrays: dict[str, Any] = dict(data)
+            np.savez(fh, **arrays)

@@ -177,4 +177,4 @@ def salient_token_dynamics(model: TokenModel, n_times: int = 200, min_gap: float
     logits = np.log(cooccurrence(model)) + 0.5 * v * v
     b = np.exp(logits - logits.max(axis=1, keepdims=True))
     b /= b.sum(axis=1, keepdims=True)
-    return SalientWins(t, gap, v, b, attention_entropy(b))
+    return SalientWins(t, gap, v, b, np.asarray(attention_entropy(b)))

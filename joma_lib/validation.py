@@ -26,9 +26,10 @@ def check_int(name: str, value: object, low: int | None = None, high: int | None
     """Return ``value`` as an int if it is an integer in ``[low, high]``; raise otherwise."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ValueError(f"{name} must be an integer in {_interval(low, high, False, False)}, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
+    number = int(value)
+    if (low is not None and number < low) or (high is not None and number > high):
         raise ValueError(f"{name} must be an integer in {_interval(low, high, False, False)}, got {value!r}")
-    return int(value)
+    return number
 
 
 def check_float(

@@ -55,7 +55,7 @@ def make_fig5(depth: int = 4, branching: int = 2, scale: float = 4.0, query: int
         attention[m] = attention_from_association(mu_m, v_m)
         if m == query:
             mu, v = mu_m, v_m
-    entropy = attention_entropy(attention[query])
+    entropy = np.asarray(attention_entropy(attention[query]))
     sparse = int(np.argmin(entropy))
     per_token = np.stack([attention[query][:, H[query] == h].mean(axis=1) for h in range(1, depth + 1)], axis=1)
     first = [int(np.flatnonzero(H[query] == h)[0]) for h in range(1, depth + 1)]

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 
-RC = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+RC: dict[RcKeyType, Any] = {
     "figure.dpi": 100,
     "savefig.dpi": 150,
     "figure.facecolor": "white",

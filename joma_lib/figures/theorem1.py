@@ -7,6 +7,7 @@ small block of :func:`joma_lib.block.invariant_toy` with SGD at two learning rat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -200,8 +201,8 @@ def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, conc
     spec, X, y, state = invariant_toy(attention, phi, check_int("seed", seed, 0), concentration=concentration)
     traj = train(spec, X, y, state, steps, lr_z=lr_ratio * lr_w, lr_w=lr_w, record_every=record_every)
     V = traj.V(spec.embeddings()[0])
-    kw = {"attention": attention, "temperature": spec.temperature,
-          "b_bar": mean_attention(spec, traj.z[0], X) if attention == "softmax" else None}
+    kw: dict[str, Any] = {"attention": attention, "temperature": spec.temperature,
+                          "b_bar": mean_attention(spec, traj.z[0], X) if attention == "softmax" else None}
     z_hat = predicted_logits(V, traj.z[0], V[0], lr_ratio=lr_ratio, **kw)[:, 0]
     return {
         "steps": traj.times,

@@ -380,11 +380,11 @@ def records_to_runs(records: Sequence[Mapping[str, Any]]) -> SweepRuns:
                              f"{values.shape}; expected {n_ckpt} and ({n_ckpt}, {record['nlayers']})")
         entropy[i, :, :values.shape[1]] = values
     return SweepRuns(
-        nlayers=[r["nlayers"] for r in records],
-        lr=[r["lr"] for r in records],
-        seed=[r["seed"] for r in records],
-        minibatch=[list(r["keys"]) for r in records],
-        val_loss=[np.asarray(r["this_val_loss"], dtype=np.float64) for r in records],
+        nlayers=np.asarray([r["nlayers"] for r in records], dtype=np.int64),
+        lr=np.asarray([r["lr"] for r in records], dtype=np.float64),
+        seed=np.asarray([r["seed"] for r in records], dtype=np.int64),
+        minibatch=np.asarray([list(r["keys"]) for r in records], dtype=np.int64),
+        val_loss=np.asarray([np.asarray(r["this_val_loss"], dtype=np.float64) for r in records], dtype=np.float64),
         attn_entropy=entropy,
     )
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -72,7 +72,8 @@ class LinearCrossEntropy(torch.autograd.Function):
         return loss
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        (grad,) = grad_outputs  # one output (the loss), so one incoming gradient
         h, weight, g = ctx.saved_tensors
         grads = (g @ weight, g.t() @ h, g.sum(dim=0))
         if float(grad) != 1.0:  # a plain loss.backward() needs no rescaling of the [V, d] gradient
@@ -128,6 +129,8 @@ class PostLNLayer(nn.Module):
 class TransformerLM(nn.Module):
     """Causal post-LN Transformer language model; ``forward(tokens [B, T])`` -> logits ``[B, T, V]``."""
 
+    pe: torch.Tensor  # buffer registered in __init__
+
     def __init__(self, vocab_size: int, n_layers: int, d: int = 200, d_ff: int = 200, dropout: float = 0.2,
                  max_len: int = 5000) -> None:
         super().__init__()
@@ -178,4 +181,4 @@ class TransformerLM(nn.Module):
 
     def lower_mlp_weights(self) -> list[torch.Tensor]:
         """``W_1`` of every layer (``[d_ff, d]``), the matrices of the stable-rank curve."""
-        return [layer.linear1.weight for layer in self.layers]
+        return [cast(PostLNLayer, layer).linear1.weight for layer in self.layers]

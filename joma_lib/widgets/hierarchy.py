@@ -10,6 +10,7 @@ figure into a PNG image widget.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
@@ -95,6 +96,6 @@ class CooccurrenceExplorer:
         return widgets.HBox([widgets.VBox(list(self.controls.values())), widgets.VBox([self.image, self.readout])])
 
 
-def cooccurrence_panel(**kwargs: object) -> widgets.Widget:
+def cooccurrence_panel(**kwargs: Any) -> widgets.Widget:
     """The explorer panel for a notebook cell (needs a live kernel to react)."""
     return CooccurrenceExplorer(**kwargs).panel()
