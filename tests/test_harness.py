@@ -32,7 +32,7 @@ def _plot_toy(data):
 
 
 TOY = FigureSpec(fig_id="c-toy", title="toy", paper_ref="companion", chapter="book/none.md",
-                 make=_make_toy, plot=_plot_toy, params={"scale": 1.0},
+                 make=_make_toy, plot=_plot_toy, params={"scale": 1.0}, full_params={"scale": 2.0, "n": 7},
                  tolerances={"y": Tolerance(rtol=1e-6, atol=1e-9)})
 
 
@@ -111,6 +111,9 @@ def test_make_writes_all_formats(toy_registry, tmp_path):
     assert rows[0] == "array,index,value" and len(rows) == 1 + 10
     with np.load(out / "c-toy.npz") as npz:
         np.testing.assert_array_equal(npz["y"], _make_toy()["y"])
+    assert main(["make", "c-toy", "--full", "--out", str(out / "full")]) == 0
+    with np.load(out / "full" / "c-toy.npz") as npz:
+        np.testing.assert_array_equal(npz["y"], _make_toy(scale=2.0, n=7)["y"])
 
 
 def test_gpu_tolerance_is_used_only_on_gpu():

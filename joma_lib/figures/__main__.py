@@ -2,6 +2,7 @@
 
     python -m joma_lib.figures list                 # every figure id, paper reference, page
     python -m joma_lib.figures make [ids] [--out D] # PNG, SVG, npz and CSV into D (default figures_out/)
+    python -m joma_lib.figures make table1 --full   # the paper-scale setting of a figure (slow; GPU advised)
     python -m joma_lib.figures verify [ids]         # regenerate, compare with the references; exit 1 on failure
     python -m joma_lib.figures update [ids]         # rewrite the committed reference data
 
@@ -49,7 +50,7 @@ def _cmd_list(_: argparse.Namespace) -> int:
 def _cmd_make(args: argparse.Namespace) -> int:
     for fig_id in _ids(args.ids):
         start = time.perf_counter()
-        data = compute(fig_id)
+        data = compute(fig_id, **(get_spec(fig_id).full_params if args.full else {}))
         paths = save_outputs(fig_id, draw(fig_id, data), data, Path(args.out))
         print(f"{fig_id}: {', '.join(str(p) for p in paths)} ({time.perf_counter() - start:.1f} s)")
     return 0
@@ -104,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.choices["verify"].add_argument("--require-inputs", action="store_true",
                                        help="count a figure whose external input is unavailable as a failure")
     sub.choices["make"].add_argument("--out", default="figures_out", help="output folder (default: figures_out)")
+    sub.choices["make"].add_argument("--full", action="store_true",
+                                     help="use the figure's paper-scale full_params (may be slow; GPU advised)")
     args = parser.parse_args(argv)
     try:
         return args.run(args)
