@@ -301,7 +301,9 @@ FIGURES = [
         params={"config": "quick"},
         full_params={"config": "full"},
         # Training amplifies last-bit differences between CPUs (vector units, BLAS kernels): scores are
-        # compared to 0.05, losses loosely. On a GPU (TF32, non-deterministic reductions) to 0.1.
+        # compared to 0.05; final losses (0.006-0.13 here) to 25 % + 0.02, enough for the two unconverged
+        # seeds to drift but not for a converged run to lose its fit. On a GPU (TF32, non-deterministic
+        # reductions) to 0.1.
         tolerances={
             "scores": Tolerance(rtol=0.0, atol=0.05, gpu_atol=0.1),
             "mean": Tolerance(rtol=0.0, atol=0.05, gpu_atol=0.1),
@@ -309,7 +311,7 @@ FIGURES = [
             "scores_init": Tolerance(rtol=0.0, atol=0.01, gpu_atol=0.05),
             "mean_init": Tolerance(rtol=0.0, atol=0.01, gpu_atol=0.05),
             "std_init": Tolerance(rtol=0.0, atol=0.01, gpu_atol=0.05),
-            "final_loss": Tolerance(rtol=0.5, atol=0.1, gpu_atol=0.2),
+            "final_loss": Tolerance(rtol=0.25, atol=0.02, gpu_atol=0.1),
         },
         default_tol=Tolerance(rtol=0.0, atol=1e-12),
     ),
