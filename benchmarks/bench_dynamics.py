@@ -8,13 +8,16 @@ outputs at the same times) and reports time and accuracy side by side:
   ``dv/dt = Delta o exp(v^2/2)`` up to 0.999 t*; errors against the closed form (whose own
   error is shown as the relative residual of ``sqrt(pi/2) erf(v/sqrt 2) = Delta t``). Every
   integrator is less accurate than the closed form, so the speed ratio is at *better* accuracy.
-* Theorem 4: the batched ``integrate_nonlinear`` (``u = ln 1/delta`` form) vs ``solve_ivp`` on
-  the same ``u`` ODE; errors against a DOP853 run at rtol 1e-13.
+* Theorem 4: ``nonlinear_by_quadrature`` (time as an integral of the state, inverted) and the
+  batched ``integrate_nonlinear`` (``u = ln 1/delta`` form) vs ``solve_ivp`` on the same ``u`` ODE;
+  errors against a DOP853 run at rtol 1e-13 (the quadrature is the more accurate, so its speed-up
+  is at better than equal accuracy).
 * Figure 4: one batched ``simulate_softmax_attention`` call vs a loop of single runs.
 * The live widget: redraw time per control change (wall clock and CPU time).
 
 Run: ``python benchmarks/bench_dynamics.py [--batch 40] [--repeats 3]``. CPU only, one thread
-is enough (``OMP_NUM_THREADS=1``).
+is enough (``OMP_NUM_THREADS=1``). The numbers are also stored in ``joma_lib/benchmark_results/dynamics.json``
+(the Performance page).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.integrate import solve_ivp
+from _results import write_results
 from scipy.special import erf
 
 from joma_lib.dynamics import (
@@ -35,6 +39,7 @@ from joma_lib.dynamics import (
     integrate_linear,
     integrate_nonlinear,
     linear_closed_form,
+    nonlinear_by_quadrature,
     simulate_softmax_attention,
 )
 
@@ -42,12 +47,12 @@ RTOL, ATOL = 1e-10, 1e-12
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
-    """Best wall-clock time of ``repeats`` calls, in seconds."""
+    """Best CPU time of ``repeats`` calls, in seconds (the process's CPU time: robust on a shared machine)."""
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times)
 
 
@@ -66,7 +71,7 @@ def scipy_batch(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0: np.ndar
     return out
 
 
-def bench_theorem2(batch: int, repeats: int) -> None:
+def bench_theorem2(batch: int, repeats: int) -> dict[str, float]:
     rng = np.random.default_rng(0)
     delta = rng.uniform(-1, 1, (batch, 5))
     delta[:, 0] = 1.0  # common blow-up time sqrt(pi/2), so every problem shares t_eval
@@ -82,15 +87,18 @@ def bench_theorem2(batch: int, repeats: int) -> None:
     resid = np.abs(np.sqrt(np.pi / 2) * erf(exact / np.sqrt(2)) - dt)[1:] / np.abs(dt[1:])
     print(f"  {'closed form (erfinv)':<34}{t_closed * 1e3:>11.3f}{resid.max():>13.1e}{'':>24}")
     print(f"  {'integrate_linear (batched DP5)':<34}{t_ours * 1e3:>11.1f}{err_ours:>13.1e}{t_ours / t_closed:>23.0f}x")
+    out = {"closed_form_ms": t_closed * 1e3, "batched_ms": t_ours * 1e3, "batched_err": err_ours}
     for method in ("RK45", "DOP853"):
         def run(method: str = method) -> np.ndarray:
             return scipy_batch(lambda y, p: p * np.exp(0.5 * y * y), np.zeros_like(delta), delta, t, method)
         elapsed = best_time(run, repeats)
+        out[f"solve_ivp_{method}_ms"] = elapsed * 1e3
         print(f"  {'solve_ivp ' + method + ' (loop)':<34}{elapsed * 1e3:>11.1f}{max_rel_err(run(), exact):>13.1e}"
               f"{elapsed / t_closed:>23.0f}x   (batched DP5 faster by {elapsed / t_ours:.1f}x)")
+    return out
 
 
-def bench_theorem4(batch: int, repeats: int) -> None:
+def bench_theorem4(batch: int, repeats: int) -> dict[str, float]:
     rng = np.random.default_rng(1)
     mu = rng.uniform(1, 4, (batch, 5))
     t = np.linspace(0, 50, 40)
@@ -104,25 +112,35 @@ def bench_theorem4(batch: int, repeats: int) -> None:
     print(f"\nTheorem 4: {batch} problems x 5 components (mu ~ U[1,4]), u = ln 1/delta up to t = 50, rtol={RTOL:g}")
     print(f"  {'method':<34}{'time [ms]':>11}{'max rel err':>13}{'batched DP5 faster by':>24}")
     print(f"  {'integrate_nonlinear (batched DP5)':<34}{t_ours * 1e3:>11.1f}{err_ours:>13.1e}{'':>24}")
+    t_quad = best_time(lambda: nonlinear_by_quadrature(mu, t), max(repeats, 20))
+    err_quad = max_rel_err(nonlinear_by_quadrature(mu, t).u[1:], ref[1:])
+    print(f"  {'nonlinear_by_quadrature':<34}{t_quad * 1e3:>11.1f}{err_quad:>13.1e}"
+          f"   (stepper / quadrature: {t_ours / t_quad:.0f}x)")
+    out = {"batched_ms": t_ours * 1e3, "batched_err": err_ours, "quadrature_ms": t_quad * 1e3,
+           "quadrature_err": err_quad}
     for method in ("RK45", "DOP853"):
         def run(method: str = method) -> np.ndarray:
             return scipy_batch(u_rate, np.zeros_like(mu), mu, t, method)
         elapsed = best_time(run, repeats)
+        out[f"solve_ivp_{method}_ms"] = elapsed * 1e3
+        out[f"solve_ivp_{method}_err"] = max_rel_err(run()[1:], ref[1:])
         print(f"  {'solve_ivp ' + method + ' (loop)':<34}{elapsed * 1e3:>11.1f}{max_rel_err(run()[1:], ref[1:]):>13.1e}"
-              f"{elapsed / t_ours:>23.1f}x")
+              f"{elapsed / t_ours:>23.1f}x   (quadrature faster by {elapsed / t_quad:.0f}x)")
+    return out
 
 
-def bench_fig4(batch: int, repeats: int) -> None:
+def bench_fig4(batch: int, repeats: int) -> dict[str, float]:
     mus = np.stack([fig4_mu(s) for s in range(batch)])
     t_batch = best_time(lambda: simulate_softmax_attention(mus, record_every=50), repeats)
     t_loop = best_time(lambda: [simulate_softmax_attention(m, record_every=50) for m in mus], 1)
     print(f"\nFigure 4 dynamics: {batch} settings x 5000 steps")
     print(f"  one batched call {t_batch * 1e3:.0f} ms, loop of single runs {t_loop * 1e3:.0f} ms "
           f"-> batching faster by {t_loop / t_batch:.1f}x")
+    return {"batched_ms": t_batch * 1e3, "loop_ms": t_loop * 1e3}
 
 
-def bench_widget(n_changes: int) -> None:
-    from joma_lib.widgets.modified_mlp import ModifiedMLPExplorer
+def bench_widget(n_changes: int) -> dict[str, float]:
+    from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer
 
     explorer = ModifiedMLPExplorer()
     changes = [dict(temperature=2.0), dict(nonlinear=False), dict(n=20), dict(profile="geometric"),
@@ -136,6 +154,8 @@ def bench_widget(n_changes: int) -> None:
     print(f"\nWidget redraw (5000 steps by default; {n_changes} control changes)")
     print(f"  wall clock: median {np.median(wall):.0f} ms, 90th percentile {np.percentile(wall, 90):.0f} ms")
     print(f"  CPU time:   median {np.median(cpu):.0f} ms, 90th percentile {np.percentile(cpu, 90):.0f} ms")
+    return {"wall_median_ms": float(np.median(wall)), "wall_p90_ms": float(np.percentile(wall, 90)),
+            "cpu_median_ms": float(np.median(cpu)), "cpu_p90_ms": float(np.percentile(cpu, 90))}
 
 
 def main() -> None:
@@ -143,14 +163,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=40, help="problems per comparison")
     parser.add_argument("--repeats", type=int, default=3, help="timing repeats (best is kept)")
     parser.add_argument("--widget-changes", type=int, default=24)
+    parser.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f}; "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
-    bench_theorem2(args.batch, args.repeats)
-    bench_theorem4(args.batch, args.repeats)
-    bench_fig4(args.batch, args.repeats)
-    bench_widget(args.widget_changes)
+    results = {"settings": vars(args), "theorem2": bench_theorem2(args.batch, args.repeats),
+               "theorem4": bench_theorem4(args.batch, args.repeats), "fig4": bench_fig4(args.batch, args.repeats),
+               "modified_mlp_widget": bench_widget(args.widget_changes)}
+    if not args.no_write:
+        write_results("dynamics", results)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,28 @@
-"""Time one training step of our language model against the authors' way of training it.
+"""One training step of our language model against the authors' way of training it, with the GEMM roofline.
 
-Both models have the paper's architecture (d = 200, FFN 200, one head, post-LN,
-dropout 0.2, untied output over ``--vocab`` words, 20 streams x 35 tokens):
+All models have the paper's architecture (d = 200, FFN 200, one head, post-LN, dropout 0.2,
+untied output over ``--vocab`` words, 20 streams x 35 tokens):
 
-* baseline: sequence-first layers built on ``nn.MultiheadAttention`` called with
-  ``need_weights=True`` at every step (the authors' training path, which materialises the
-  [B, T, T] attention probabilities), torch's default Adam and gradient clipping;
-* ours: :class:`joma_lib.lm.model.TransformerLM` through :func:`joma_lib.lm.train.train_step`
-  (fused ``scaled_dot_product_attention``, fused Adam, foreach clipping).
+* baseline: the authors' training loop, written here in our own code after their published
+  script (see the reference notes on their code): sequence-first layers on
+  ``nn.MultiheadAttention`` called with ``need_weights=True`` at every step (the [B, T, T]
+  probabilities are materialised), logits ``[T, B, V]`` and ``F.cross_entropy`` on the
+  ``[T*B, V]`` view, ``clip_grad_norm_(0.5)``, plain ``torch.optim.Adam`` (their script
+  re-creates it each epoch, which costs nothing per step), all in fp32;
+* ours, fp32 and bf16: :class:`joma_lib.lm.model.TransformerLM` through
+  :func:`joma_lib.lm.train.train_step` (fused attention, fused read-out + cross-entropy,
+  fused Adam, foreach clipping), with ``precision="fp32"`` and ``precision="bf16"``.
 
-The two steps alternate in one process (same inputs, same thread count). Reported: tokens
-per second from the fastest step of each (the least disturbed by other processes on a
-shared machine) and the ratio of both the fastest and the median step times (goal >= 1.5x)::
+The three steps alternate in one process (same inputs, same threads), so a loaded machine
+slows all of them alike; the ratios are of median step times. The roofline: every GEMM of
+the step (forward and both backward products of each linear map, the attention products,
+the read-out) timed alone at its own shape, in fp32 and in bf16; "GEMM GFLOP/s" is the step's
+GEMM work over the summed GEMM times (the speed the step could reach if it were nothing but
+its GEMMs), "achieved" is the same work over the measured step time. One command prints
+everything and stores it in ``joma_lib/benchmark_results/lm_step.json`` (the Performance page)::
 
-    python benchmarks/bench_lm_step.py                  # CPU, and the GPU when there is one
-    python benchmarks/bench_lm_step.py --layers 1 2 --repeats 20 --device cpu
+    python benchmarks/bench_lm_step.py                        # 1/2/5/10 layers, wall clock
+    python benchmarks/bench_lm_step.py --threads 1 --clock process   # CPU time: robust on a shared machine
 """
 
 from __future__ import annotations
@@ -23,15 +31,14 @@ import argparse
 import copy
 import math
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+from _results import CLOCKS, median_ms, write_results
 from torch import nn
 
 from joma_lib.lm.model import PostLNLayer, TransformerLM, causal_mask
 from joma_lib.lm.train import make_optimizer, train_step
-
 
 class BaselineLayer(PostLNLayer):
     """The same post-LN layer, sequence-first, with ``nn.MultiheadAttention`` always returning its weights."""
@@ -80,43 +87,100 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench(device: torch.device, n_layers: int, vocab: int, batch: int, seq: int, repeats: int, warmup: int
-          ) -> dict[str, list[float]]:
-    """Seconds per step of the baseline and of ours, ``repeats`` of each, measured alternately."""
+def step_gemms(n_layers: int, vocab: int, batch: int, seq: int, d: int = 200, d_ff: int = 200
+               ) -> list[tuple[str, int, int, int, int]]:
+    """The step's GEMMs as ``(what, count, m, k, n)`` (``[m, k] @ [k, n]``), forward and backward."""
+    n_tok = batch * seq
+    out: list[tuple[str, int, int, int, int]] = []
+    for name, fan_in, fan_out, count in [("in_proj", d, 3 * d, n_layers), ("out_proj", d, d, n_layers),
+                                          ("linear1", d, d_ff, n_layers), ("linear2", d_ff, d, n_layers),
+                                          ("read-out", d, vocab, 1)]:
+        out += [(f"{name} fwd", count, n_tok, fan_in, fan_out), (f"{name} dX", count, n_tok, fan_out, fan_in),
+                (f"{name} dW", count, fan_out, n_tok, fan_in)]
+    # scores Q K^T and probabilities x V, per stream; each has two backward products of the same size
+    out += [("attention QK^T", 3 * n_layers * batch, seq, d, seq), ("attention PV", 3 * n_layers * batch, seq, seq, d)]
+    return out
+
+
+def gemm_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device, clock: str, repeats: int = 5
+                 ) -> float:
+    """Median time of one ``[m, k] @ [k, n]`` product in ``dtype``."""
+    a = torch.randn(m, k, device=device).to(dtype)
+    b = torch.randn(k, n, device=device).to(dtype)
+    tick = CLOCKS[clock]
+    times = []
+    for i in range(repeats + 1):
+        _sync(device)
+        t0 = tick()
+        a @ b
+        _sync(device)
+        if i:
+            times.append(tick() - t0)
+    return statistics.median(times)
+
+
+def roofline(gemms: list[tuple[str, int, int, int, int]], device: torch.device, clock: str
+             ) -> tuple[float, dict[str, float]]:
+    """GEMM work of the step (GFLOP) and, per dtype, the GFLOP/s of its GEMMs timed alone."""
+    cache: dict[tuple[int, int, int, torch.dtype], float] = {}
+    flops = sum(2.0 * c * m * k * n for _, c, m, k, n in gemms)
+    speed = {}
+    for label, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        seconds = 0.0
+        for _, count, m, k, n in gemms:
+            key = (m, k, n, dtype)
+            if key not in cache:
+                cache[key] = gemm_seconds(m, k, n, dtype, device, clock)
+            seconds += count * cache[key]
+        speed[label] = flops / seconds / 1e9
+    return flops / 1e9, speed
+
+
+def bench(device: torch.device, n_layers: int, vocab: int, batch: int, seq: int, repeats: int, warmup: int,
+          clock: str) -> dict[str, list[float]]:
+    """Seconds per step of the baseline and of ours in fp32 and bf16, ``repeats`` of each, measured alternately."""
     torch.manual_seed(0)
     base = BaselineLM(vocab, n_layers).to(device).train()
     ours = TransformerLM(vocab, n_layers).to(device).train()
+    ours_bf16 = copy.deepcopy(ours)
     opt_base = torch.optim.Adam(base.parameters(), lr=1e-4)
-    opt_ours = make_optimizer(ours, 1e-4)
+    opt_ours, opt_bf16 = make_optimizer(ours, 1e-4), make_optimizer(ours_bf16, 1e-4)
     tokens = torch.randint(0, vocab, (batch, seq + 1), device=device)
     x, y = tokens[:, :-1], tokens[:, 1:]
+    x_seq, y_seq = x.T.contiguous(), y.T.contiguous()
     mask = causal_mask(seq, device)
     steps = {
-        "baseline": lambda: baseline_step(base, opt_base, x.T.contiguous(), y.T.contiguous(), mask),
-        "ours": lambda: train_step(ours, opt_ours, x, y, 0.5),
+        "baseline": lambda: baseline_step(base, opt_base, x_seq, y_seq, mask),
+        "fp32": lambda: train_step(ours, opt_ours, x, y, 0.5, "fp32"),
+        "bf16": lambda: train_step(ours_bf16, opt_bf16, x, y, 0.5, "bf16"),
     }
+    tick = CLOCKS[clock]
     times: dict[str, list[float]] = {k: [] for k in steps}
     for i in range(warmup + repeats):
         for name, step in steps.items():
             _sync(device)
-            t0 = time.perf_counter()
+            t0 = tick()
             step()
             _sync(device)
             if i >= warmup:
-                times[name].append(time.perf_counter() - t0)
+                times[name].append(tick() - t0)
     return times
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layers", type=int, nargs="+", default=[1, 2, 5])
+    p.add_argument("--layers", type=int, nargs="+", default=[1, 2, 5, 10])
     p.add_argument("--vocab", type=int, default=28_782, help="the paper's WikiText-2 vocabulary by default")
     p.add_argument("--batch", type=int, default=20)
     p.add_argument("--seq", type=int, default=35)
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="wall clock, or the process's CPU time (use with --threads 1 on a shared machine)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--results-name", default="lm_step", help="store as joma_lib/benchmark_results/<this>.json")
+    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
     args = p.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -124,17 +188,27 @@ def main() -> None:
     if args.device in ("auto", "cuda") and torch.cuda.is_available():
         devices.append(torch.device("cuda"))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, vocab {args.vocab}, "
-          f"batch {args.batch} x {args.seq} tokens, median of {args.repeats} steps")
-    print(f"{'device':<6} {'layers':>6} {'baseline tok/s':>15} {'ours tok/s':>11} {'ratio (fastest)':>16} "
-          f"{'ratio (median)':>15}")
-    n_tok = args.batch * args.seq
+          f"batch {args.batch} x {args.seq} tokens, median of {args.repeats} alternating steps, {args.clock} clock")
+    print(f"{'device':<6} {'layers':>6} {'GFLOP':>6} {'GEMM GFLOP/s fp32/bf16':>23} "
+          f"{'achieved GFLOP/s base/fp32/bf16':>32} {'ms base/fp32/bf16':>20} {'ratio fp32':>10} {'ratio bf16':>10}")
+    rows = []
     for device in devices:
         for n in args.layers:
-            t = bench(device, n, args.vocab, args.batch, args.seq, args.repeats, args.warmup)
-            best = {k: min(v) for k, v in t.items()}
-            median = {k: statistics.median(v) for k, v in t.items()}
-            print(f"{device.type:<6} {n:>6} {n_tok / best['baseline']:>15.0f} {n_tok / best['ours']:>11.0f} "
-                  f"{best['baseline'] / best['ours']:>15.2f}x {median['baseline'] / median['ours']:>14.2f}x")
+            gflop, speed = roofline(step_gemms(n, args.vocab, args.batch, args.seq), device, args.clock)
+            t = bench(device, n, args.vocab, args.batch, args.seq, args.repeats, args.warmup, args.clock)
+            ms = {k: median_ms(v) for k, v in t.items()}
+            achieved = {k: gflop / (v / 1000) for k, v in ms.items()}
+            row = {"device": device.type, "layers": n, "gflop": gflop, "gemm_gflops": speed,
+                   "achieved_gflops": achieved, "median_ms": ms,
+                   "ratio_fp32": ms["baseline"] / ms["fp32"], "ratio_bf16": ms["baseline"] / ms["bf16"]}
+            rows.append(row)
+            print(f"{device.type:<6} {n:>6} {gflop:>6.1f} {speed['fp32']:>11.0f} /{speed['bf16']:>5.0f}      "
+                  f"{achieved['baseline']:>14.0f} /{achieved['fp32']:>5.0f} /{achieved['bf16']:>5.0f}      "
+                  f"{ms['baseline']:>6.0f}/{ms['fp32']:>4.0f}/{ms['bf16']:>4.0f} "
+                  f"{row['ratio_fp32']:>9.2f}x {row['ratio_bf16']:>9.2f}x", flush=True)
+    if not args.no_write:
+        write_results(args.results_name, {"settings": {k: v for k, v in vars(args).items() if k != "no_write"} |
+                                  {"threads_used": torch.get_num_threads()}, "rows": rows})
 
 
 if __name__ == "__main__":

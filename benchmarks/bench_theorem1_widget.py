@@ -1,37 +1,54 @@
-"""Redraw time of the Theorem 1 widget (target: well under one second per redraw).
+"""Redraw time of the Theorem 1 widget (target: a median under 100 ms per redraw).
 
-Prints, for every attention kind, the median over a few redraws of the simulation alone and of the full
-redraw (simulation + drawing + PNG encoding), measured side by side in one run.
+Prints, for every attention kind, the median over ``--repeats`` redraws of the simulation alone and of
+the full redraw (simulation + drawing + PNG encoding), wall clock and the process's CPU time (the
+latter is what a loaded, shared machine changes least), and stores them in
+``joma_lib/benchmark_results/theorem1_widget.json`` (the Performance page)::
+
+    python benchmarks/bench_theorem1_widget.py [--repeats 7]
 """
 
 from __future__ import annotations
 
-import statistics
+import argparse
 import time
+from collections.abc import Callable
 
 import torch
+from _results import median_ms, write_results
 
-from joma_lib.block import ATTENTIONS
+from joma_lib.attention_kinds import ATTENTIONS
 from joma_lib.widgets.theorem1 import render_png, simulate
 
 
-def median_seconds(fn, repeats: int = 5) -> float:
-    times = []
+def timed(fn: Callable[[], object], repeats: int) -> dict[str, float]:
+    """Median wall-clock and CPU milliseconds of ``repeats`` calls."""
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    return {"wall_ms": median_ms(wall), "cpu_ms": median_ms(cpu)}
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
+    args = p.parse_args()
     torch.set_num_threads(1)
     render_png("exp", "relu", 1.0, 0)  # warm-up (imports, first torch call)
-    print(f"{'attention':<10} {'simulate [s]':>13} {'full redraw [s]':>16}")
+    print(f"{'attention':<10} {'simulate wall/CPU [ms]':>23} {'full redraw wall/CPU [ms]':>26}")
+    rows = {}
     for attention in ATTENTIONS:
-        sim = median_seconds(lambda: simulate(attention, "relu", 2.0, 1))
-        full = median_seconds(lambda: render_png(attention, "relu", 2.0, 1))
-        print(f"{attention:<10} {sim:>13.3f} {full:>16.3f}")
+        sim = timed(lambda: simulate(attention, "relu", 2.0, 1), args.repeats)
+        full = timed(lambda: render_png(attention, "relu", 2.0, 1), args.repeats)
+        rows[attention] = {"simulate": sim, "redraw": full}
+        print(f"{attention:<10} {sim['wall_ms']:>14.0f} / {sim['cpu_ms']:>5.0f} "
+              f"{full['wall_ms']:>17.0f} / {full['cpu_ms']:>5.0f}")
+    if not args.no_write:
+        write_results("theorem1_widget", {"settings": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -28,10 +28,9 @@ import numpy as np
 import torch
 from scipy.integrate import solve_ivp
 
+from joma_lib.attention_kinds import attention_kind
 from joma_lib.embeddings import orthonormal_embeddings
-from joma_lib.validation import check_choice, check_float, check_int
-
-ATTENTIONS = ("linear", "exp", "softmax")
+from joma_lib.validation import as_finite_array, check_choice, check_float, check_int
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "identity": lambda u: u,
     "relu": torch.relu,
@@ -51,7 +50,7 @@ class BlockSpec:
         d: embedding dimension (at least ``M_C + 1``, so that ``[U_C, u_q]`` can be orthonormal).
         n_hidden: ``K``, the number of hidden nodes of the lower MLP layer.
         n_classes: number of output classes of the cross-entropy loss.
-        attention: ``"linear"``, ``"exp"`` or ``"softmax"``.
+        attention: a registered kind (:data:`joma_lib.attention_kinds.ATTENTION_KINDS`): linear, exp, softmax.
         phi: activation of the hidden nodes, one of :data:`ACTIVATIONS`.
         temperature: ``T > 0``; attention reads ``z / T``.
         top_layer: trainable top layer ``A`` (``K x n_classes``); if False, ``logits = h`` and ``K = n_classes``.
@@ -73,7 +72,7 @@ class BlockSpec:
         check_int("d", self.d, self.n_context + 1)
         check_int("n_hidden (K)", self.n_hidden, 1)
         check_int("n_classes", self.n_classes, 2)
-        check_choice("attention", self.attention, ATTENTIONS)
+        attention_kind(self.attention)
         check_choice("phi", self.phi, list(ACTIVATIONS))
         check_float("temperature (T)", self.temperature, 0, low_open=True)
         if not isinstance(self.top_layer, bool):
@@ -148,8 +147,8 @@ def check_bags(spec: BlockSpec, X: np.ndarray, n_replicas: int) -> np.ndarray:
                          f"N >= 1; got {np.shape(X)}")
     if not np.all(np.isfinite(X)) or np.any(X < 0):
         raise ValueError("X (token frequencies) must be finite and >= 0")
-    if spec.attention == "softmax" and np.any(X.sum(axis=1) <= 0):
-        raise ValueError("X: every bag needs at least one token with x_l > 0 for softmax attention")
+    if attention_kind(spec.attention).normalized and np.any(X.sum(axis=1) <= 0):
+        raise ValueError(f"X: every bag needs at least one token with x_l > 0 for {spec.attention} attention")
     return X
 
 
@@ -164,17 +163,10 @@ def check_labels(spec: BlockSpec, y: np.ndarray, n_samples: int) -> np.ndarray:
 
 
 def attention(z: torch.Tensor, X: torch.Tensor, kind: str, temperature: float) -> torch.Tensor:
-    """Attention ``b`` (R, M_C, N) from logits ``z`` (R, M_C) and bags ``X`` (R, M_C, N).
-
-    linear: ``b = x * z/T``; exp: ``b = x * exp(z/T)``; softmax: the exp form normalised over tokens.
+    """Attention ``b`` (R, M_C, N) from logits ``z`` (R, M_C) and bags ``X`` (R, M_C, N): the kernel of the
+    registered ``kind`` (linear: ``b = x * z/T``; exp: ``b = x * exp(z/T)``; softmax: exp normalised over tokens).
     """
-    s = (z / temperature)[..., None]
-    if kind == "linear":
-        return X * s
-    if kind == "exp":
-        return X * torch.exp(s)
-    a = X * torch.exp(s - s.max(dim=1, keepdim=True).values)
-    return a / a.sum(dim=1, keepdim=True)
+    return attention_kind(kind).kernel((z / temperature)[..., None], X)
 
 
 def mean_attention(spec: BlockSpec, z: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -232,6 +224,7 @@ def _check_state(spec: BlockSpec, state: BlockState) -> None:
     for name, (got, want) in shapes.items():
         if got != want:
             raise ValueError(f"state.{name} must have shape {want}, got {got}")
+        as_finite_array(f"state.{name}", getattr(state, name))
 
 
 def _learning_rates(lr_z: float, lr_w: float, lr_top: float | None) -> tuple[float, float, float]:
@@ -265,6 +258,9 @@ def train(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockState, step
     for step in range(steps + 1):
         opt.zero_grad()
         loss = block.losses(params[0], params[1], params[2] if len(params) == 3 else None)
+        if not bool(torch.isfinite(loss).all()):
+            raise ValueError(f"training diverged at step {step} (the loss is no longer finite): reduce lr_z "
+                             f"({lr_z:g}) and lr_w ({lr_w:g})")
         if step in record:
             times.append(step)
             Ws.append(params[0].detach().numpy().copy())
@@ -403,5 +399,5 @@ def invariant_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, 
                      temperature=temperature, top_layer=True, embedding_seed=3)
     X, y = dirichlet_bags(8, 4, n_samples, concentration=concentration, signal=4.0, seed=seed)
     state = init_state(spec, [seed + 1000], w_scale=0.3, a_scale=0.3, z_scale=0.0,
-                       z_offset=1.0 if attention == "linear" else 0.0)
+                       z_offset=attention_kind(attention).z_start)
     return spec, X, y, state

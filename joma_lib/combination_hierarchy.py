@@ -11,7 +11,7 @@ Described in ``official_code.md`` Sec. 4; this is our own implementation of that
   are switched on level by level (deterministically: no noise beyond the label); the leaf
   tokens that are on are written in increasing order, left-padded to ``seq_len``.
 
-Unlike the HBLT of :mod:`joma_lib.hierarchy` nothing here is random once the label is drawn:
+Unlike the HBLT of :mod:`joma_lib.latent_tree` nothing here is random once the label is drawn:
 the only question for a network is which combinations of tokens form which latent.
 """
 

@@ -29,47 +29,17 @@ any leading axes index independent problems (e.g. a grid of parameter settings).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+from scipy.fft import dct
 from scipy.special import erf, erfinv, xlogy
 
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.ode import integrate_components
+from joma_lib.validation import as_finite_array, check_choice, check_float, check_int, check_times
 
 SQRT_PI_OVER_2 = float(np.sqrt(np.pi / 2))
 SQRT2 = float(np.sqrt(2.0))
-
-
-# --------------------------------------------------------------------------- input checks
-def as_finite_array(name: str, value: object, min_ndim: int = 0, nonzero: bool = False) -> np.ndarray:
-    """``value`` as a float64 array with at least ``min_ndim`` axes, all finite; ValueError otherwise.
-
-    ``nonzero=True`` additionally demands that every entry is non-zero.
-    """
-    try:
-        arr = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of finite numbers, got {value!r}") from exc
-    if arr.ndim < min_ndim or (min_ndim > 0 and arr.shape[-1] == 0):
-        raise ValueError(f"{name} must be an array with at least {min_ndim} axis/axes and a non-empty last axis, "
-                         f"got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must contain only finite numbers, got {value!r}")
-    if nonzero and np.any(arr == 0):
-        raise ValueError(f"{name} must have no zero entries, got {value!r}")
-    return arr
-
-
-def check_times(name: str, t: object) -> np.ndarray:
-    """A 1-D, non-negative, non-decreasing array of times; ValueError otherwise."""
-    t = as_finite_array(name, t)
-    t = np.atleast_1d(t)
-    if t.ndim != 1 or t.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array of times, got shape {t.shape}")
-    if np.any(t < 0) or np.any(np.diff(t) < 0):
-        raise ValueError(f"{name} must be non-negative and non-decreasing, got {t!r}")
-    return t
 
 
 def _check_delta(delta: object) -> np.ndarray:
@@ -136,105 +106,12 @@ def erf_ratio(v: object, delta: object, scale: float = SQRT2) -> np.ndarray:
     """
     v = np.asarray(v, dtype=np.float64)
     delta = as_finite_array("delta", delta, min_ndim=1, nonzero=True)
+    try:
+        np.broadcast_shapes(v.shape, delta.shape)
+    except ValueError:
+        raise ValueError(f"v of shape {v.shape} must broadcast with delta of shape {delta.shape}") from None
     scale = check_float("scale", scale, 0, low_open=True)
     return erf(v / scale) / delta
-
-
-# --------------------------------------------------------------------------- the ODE solver
-# Dormand-Prince 5(4) tableau.
-_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0])
-_A = [
-    [],
-    [1 / 5],
-    [3 / 40, 9 / 40],
-    [44 / 45, -56 / 15, 32 / 9],
-    [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729],
-    [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
-    [35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84],
-]
-_B5 = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0.0])
-_B4 = np.array([5179 / 57600, 0.0, 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40])
-_E = _B5 - _B4
-
-
-def integrate_autonomous(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0: object, t_eval: object,
-                         rtol: float = 1e-10, atol: float = 1e-12, max_steps: int = 200_000) -> np.ndarray:
-    """Integrate many independent autonomous ODEs ``dy_i/dt = rhs(y_i)`` from ``t = 0`` at once.
-
-    A vectorised Dormand-Prince 5(4) method with **one adaptive step size per row**: every
-    row of ``y0`` (shape ``rows x n``) is its own initial-value problem, the error of a row is
-    the RMS of ``err / (atol + rtol |y|)`` over its ``n`` components, and steps are clipped so
-    that each row lands exactly on every time of ``t_eval``. ``rhs(y, rows)`` gets a ``k x n``
-    block of states and the indices ``rows`` (length ``k``) of the problems they belong to
-    (so per-problem parameters can be looked up) and returns their derivatives.
-
-    Returns ``y`` of shape ``(len(t_eval), rows, n)``. A row whose step size collapses (a
-    finite-time blow-up, as in Theorem 2 at ``t >= t*``) gets NaN from then on.
-    """
-    t_eval = check_times("t_eval", t_eval)
-    rtol = check_float("rtol", rtol, 0, low_open=True)
-    atol = check_float("atol", atol, 0, low_open=True)
-    max_steps = check_int("max_steps", max_steps, 1)
-    y = np.array(y0, dtype=np.float64)
-    if y.ndim != 2:
-        raise ValueError(f"y0 must be a 2-D array rows x n, got shape {y.shape}")
-    rows = y.shape[0]
-    out = np.full((t_eval.size,) + y.shape, np.nan)
-    t = np.zeros(rows)
-    n_start = int(np.searchsorted(t_eval, 0.0, side="right"))  # outputs requested at t = 0
-    nxt = np.full(rows, n_start)
-    out[:n_start] = y
-    # initial step: 1% of the time scale |y| / |dy/dt| (Hairer, Norsett & Wanner, II.4)
-    scale = atol + rtol * np.abs(y)
-    d0 = np.sqrt(np.mean((y / scale) ** 2, axis=1))
-    d1 = np.sqrt(np.mean((rhs(y, np.arange(rows)) / scale) ** 2, axis=1))
-    h = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.maximum(d1, 1e-300))
-    for _ in range(max_steps):
-        act = np.flatnonzero(nxt < t_eval.size)
-        if act.size == 0:
-            return out
-        ya, ta, ha = y[act], t[act], h[act]
-        gap = t_eval[nxt[act]] - ta
-        clipped = ha >= gap
-        hs = np.where(clipped, gap, ha)[:, None]
-        k = [rhs(ya, act)]
-        with np.errstate(invalid="ignore", over="ignore"):
-            for stage in range(1, 7):
-                k.append(rhs(ya + hs * sum(a * kk for a, kk in zip(_A[stage], k) if a != 0.0), act))
-            y_new = ya + hs * sum(b * kk for b, kk in zip(_B5, k) if b != 0.0)
-            sc = atol + rtol * np.maximum(np.abs(ya), np.abs(y_new))
-            err = np.sqrt(np.mean((hs * sum(e * kk for e, kk in zip(_E, k) if e != 0.0) / sc) ** 2, axis=1))
-        err = np.where(np.isfinite(err) & np.all(np.isfinite(y_new), axis=1), err, np.inf)
-        ok = err <= 1.0
-        factor = np.clip(0.9 * np.maximum(err, 1e-10) ** -0.2, 0.2, 10.0)
-        h_new = hs[:, 0] * np.where(ok, factor, np.minimum(factor, 0.5))
-        # a step shortened to hit an output time says nothing against the longer step
-        h[act] = np.where(ok & clipped, np.maximum(h_new, ha), h_new)
-        acc = act[ok]
-        y[acc] = y_new[ok]
-        t[acc] = np.where(clipped[ok], t_eval[nxt[acc]], ta[ok] + hs[ok, 0])
-        landed = acc[clipped[ok]]
-        while landed.size:  # record, also for repeated output times
-            out[nxt[landed], landed] = y[landed]
-            nxt[landed] += 1
-            landed = landed[nxt[landed] < t_eval.size]
-            landed = landed[t_eval[nxt[landed]] <= t[landed]]
-        # a collapsed step size means the solution left every bounded set (blow-up): stop that row
-        dead = act[h[act] < 1e-13 * np.maximum(t[act], 1.0)]
-        nxt[dead] = t_eval.size
-    raise RuntimeError(f"integrate_autonomous: not finished after max_steps={max_steps} steps")
-
-
-def _integrate_components(rate: Callable[[np.ndarray, np.ndarray], np.ndarray], y0: np.ndarray,
-                          t_eval: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    """Integrate decoupled scalar ODEs, one per entry of ``y0``, each with its own step size.
-
-    ``rate(y, flat_index)`` returns ``dy/dt`` for the entries ``flat_index`` of ``y0.ravel()``.
-    Result shape ``(len(t_eval),) + y0.shape``.
-    """
-    flat = integrate_autonomous(lambda y, rows: rate(y[:, 0], rows)[:, None], y0.reshape(-1, 1), t_eval,
-                                rtol=rtol, atol=atol)
-    return flat.reshape((t_eval.size,) + y0.shape)
 
 
 def integrate_linear(delta: object, t_eval: object, rtol: float = 1e-10, atol: float = 1e-12) -> np.ndarray:
@@ -248,7 +125,7 @@ def integrate_linear(delta: object, t_eval: object, rtol: float = 1e-10, atol: f
     delta = _check_delta(delta)
     t_eval = check_times("t_eval", t_eval)
     d = delta.ravel()
-    v = _integrate_components(lambda v, i: d[i] * np.exp(0.5 * v * v), np.zeros_like(delta), t_eval, rtol, atol)
+    v = integrate_components(lambda v, i: d[i] * np.exp(0.5 * v * v), np.zeros_like(delta), t_eval, rtol, atol)
     # past the blow-up of its most salient component a problem has no solution: blank all of it
     v[np.broadcast_to(np.isnan(v).any(axis=-1, keepdims=True), v.shape)] = np.nan
     return v
@@ -292,10 +169,86 @@ def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
     if np.any(delta0 == 0):
         raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
     m, s = mu.ravel(), np.sign(delta0).ravel()
-    u = _integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
+    u = integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
                               -np.log(np.abs(delta0)), t_eval, rtol, atol)
     v = mu * (1.0 - np.sign(delta0) * np.exp(-u))
     return NonlinearSolution(t_eval, v, u)
+
+
+def _chebyshev_antiderivative(values: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients ``[n + 1, M]`` of ``x -> int_{-1}^x f`` from ``f`` at the ``n`` first-kind nodes."""
+    coef = dct(values, type=2, axis=0) / values.shape[0]  # f = sum' a_j T_j (the DCT-II of the samples)
+    coef[0] *= 0.5
+    return np.polynomial.chebyshev.chebint(coef, lbnd=-1, axis=0)
+
+
+def _clenshaw(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``sum_j coef[j] T_j(x)`` with per-column coefficients ``coef [n, M]`` and ``x [..., M]``."""
+    b1 = np.zeros_like(x)
+    b2 = np.zeros_like(x)
+    for a in coef[:0:-1]:
+        b1, b2 = 2.0 * x * b1 - b2 + a, b1
+    return x * b1 - b2 + coef[0]
+
+
+def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: float = 1e-9,
+                            max_iter: int = 200) -> NonlinearSolution:
+    """Theorem 4's ODE ``dv/dt = (mu - v) o exp(v^2/2)`` solved as "time = integral of the state", then inverted.
+
+    The components separate and each ``u_j = ln(1/|delta_j|)`` obeys ``du/dt = f(u) = exp(m^2 (1 - s e^{-u})^2
+    / 2)`` (see :func:`integrate_nonlinear`), so the time to reach ``u`` is ``t(u) = int_{u_0}^u dx / f(x)``.
+    With ``c = exp(-m^2/2)`` (the limit of ``1/f``) and ``w = e^{-x}`` this is
+
+        t(u) = c (u - u_0) + H(W_0) - H(e^{-u}),   H(W) = int_0^W c expm1(m^2 w (s - w/2)) / w dw,
+
+    ``W_0 = |delta_0|``: a linear part and a correction whose integrand is smooth (analytic) on
+    ``[0, W_0]``. ``H`` is expanded in a Chebyshev series on ``[0, W_0]`` (from its integrand at
+    Chebyshev nodes; the degree grows with ``m^2 W_0``), and ``t(u) = t`` is solved by Newton's method
+    (``t'(u) = 1/f(u)``), safeguarded by bisection inside the bracket ``u_0 + t <= u <= u_0 + t max f``. :func:`integrate_nonlinear` (a step-size-controlled
+    Runge-Kutta stepper) is the reference this is checked against. Same arguments and result as it.
+    """
+    mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
+    t_eval = check_times("t_eval", t_eval)
+    check_float("tol", tol, 0, 1e-3, low_open=True)
+    check_int("max_iter", max_iter, 1)
+    v0 = np.broadcast_to(as_finite_array("v0", v0), mu.shape)
+    delta0 = 1.0 - v0 / mu
+    if np.any(delta0 == 0):
+        raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
+    m2, s, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
+    u0, c = -np.log(w0), np.exp(-0.5 * m2)
+    n = int(np.clip(12 + np.max(m2 * w0 * (1.0 + 0.5 * w0)), 12, 400))  # degree: the exponent's range
+    x = np.cos(np.pi * (np.arange(n) + 0.5) / n)[:, None]
+    w = 0.5 * w0 * (x + 1.0)  # nodes in (0, W_0), never 0
+    coef = _chebyshev_antiderivative(c * np.expm1(m2 * w * (s - 0.5 * w)) / w) * (0.5 * w0)
+    h_w0 = coef.sum(axis=0)  # T_j(1) = 1
+    t = t_eval[:, None]
+    # bracket: 1 <= f <= f_max along the path, so u0 + t <= u(t) <= u0 + t f_max
+    lo, hi = u0 + t, u0 + t * np.exp(0.5 * m2 * np.maximum(1.0, (1.0 - s * w0) ** 2))
+    # start: the early-time line or the late-time asymptote, whichever is the tighter bound when f is monotone
+    early, late = u0 + t * np.exp(0.5 * m2 * (1.0 - s * w0) ** 2), u0 + (t - h_w0) / c
+    u = np.clip(np.where(s > 0, np.maximum(early, late), np.minimum(early, late)), lo, hi)
+    shape = u.shape
+    u, t, lo, hi = (np.broadcast_to(a, shape).ravel().copy() for a in (u, t, lo, hi))
+    col = np.broadcast_to(np.arange(m2.size), shape).ravel()  # the component of each entry
+    active = np.arange(u.size)
+    for _ in range(max_iter):  # safeguarded Newton (bisection when a step leaves the bracket), unconverged entries
+        ua, ca = u[active], col[active]
+        resid = c[ca] * (ua - u0[ca]) + h_w0[ca] - _clenshaw(coef[:, ca], 2.0 * np.exp(-ua) / w0[ca] - 1.0) - t[active]
+        above = resid > 0
+        hi[active] = np.where(above, ua, hi[active])
+        lo[active] = np.where(above, lo[active], ua)
+        new = ua - resid * np.exp(0.5 * m2[ca] * (1.0 - s[ca] * np.exp(-ua)) ** 2)
+        outside = (new < lo[active]) | (new > hi[active])
+        new = np.where(outside, 0.5 * (lo[active] + hi[active]), new)
+        u[active] = new
+        active = active[np.abs(new - ua) > tol * np.maximum(1.0, np.abs(ua))]
+        if active.size == 0:
+            break
+    else:
+        raise RuntimeError(f"nonlinear_by_quadrature: Newton did not converge in max_iter={max_iter} iterations")
+    u = u.reshape((t_eval.size,) + mu.shape)
+    return NonlinearSolution(t_eval, mu * (1.0 - np.sign(delta0) * np.exp(-u)), u)
 
 
 def convergence_rate_ratio(mu: object, t_eval: object, j: int = 0, k: int = 1,
@@ -348,12 +301,13 @@ def softmax_attention(v: object, temperature: object = 3.0) -> np.ndarray:
     return a / a.sum(axis=-1, keepdims=True)
 
 
-def attention_entropy(a: object) -> np.ndarray | float:
+def row_entropy(a: object) -> np.ndarray | float:
     """Shannon entropy ``-sum_l a_l ln a_l`` (nats) of attention vectors on the last axis.
 
-    ``0 ln 0 = 0``. (The authors' script adds 1e-8 inside or next to the logarithm; that
-    changes the value by at most ~1e-7 here.) Rows need not be normalised exactly, but must
-    be non-negative.
+    One value per row, ``0 ln 0 = 0`` exactly. (The authors' script adds 1e-8 inside or next to the
+    logarithm; that changes the value by at most ~1e-7 here; the mean over a map's rows with that
+    epsilon is :func:`joma_lib.lm.metrics.mean_attention_entropy`.) Rows need not be normalised
+    exactly, but must be non-negative.
     """
     a = as_finite_array("a", a, min_ndim=1)
     if np.any(a < 0):
@@ -447,11 +401,14 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
         a /= a.sum(axis=-1, keepdims=True)
         a *= eta
         v += (mu - v) * a if nonlinear else mu * a
+        if step % 64 == 0 and not np.isfinite(v).all():
+            raise ValueError(f"the dynamics diverged at step {step} of n_steps={n_steps} (v overflowed): reduce eta "
+                             f"(largest {float(np.max(eta)):g}; steps beyond 1 overshoot) or raise temperature")
         if slot < steps.size and step == steps[slot]:
             record[slot] = v
             slot += 1
     attention = softmax_attention(record, temp)
-    return SoftmaxRun(steps, record, attention, np.asarray(attention_entropy(attention)))
+    return SoftmaxRun(steps, record, attention, np.asarray(row_entropy(attention)))
 
 
 def saliency_profile(kind: str = "fig4", n: int = FIG4_N_TOKENS, low: float = 1.0, high: float = 4.0,

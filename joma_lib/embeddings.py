@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from joma_lib.validation import check_int
+from joma_lib.validation import as_finite_array, check_int
 
 
 def orthonormal_embeddings(d: int, n_tokens: int, seed: int | None = 0) -> np.ndarray:
@@ -32,9 +32,9 @@ def orthonormal_embeddings(d: int, n_tokens: int, seed: int | None = 0) -> np.nd
 
 def cosine_matrix(E: np.ndarray) -> np.ndarray:
     """Pairwise cosine similarities of the columns of ``E`` (shape ``d x n``)."""
-    E = np.asarray(E, dtype=float)
-    if E.ndim != 2 or E.shape[1] < 1:
-        raise ValueError(f"E must be a 2-D array d x n with n >= 1, got shape {E.shape}")
+    E = as_finite_array("E", E)
+    if E.ndim != 2 or E.shape[1] < 1 or np.any(np.linalg.norm(E, axis=0) == 0):
+        raise ValueError(f"E must be a 2-D array d x n with n >= 1 non-zero columns, got shape {E.shape}")
     unit = E / np.linalg.norm(E, axis=0, keepdims=True)
     return unit.T @ unit
 
@@ -64,7 +64,7 @@ def random_embedding_coherence(d_values: np.ndarray, n_tokens: int, n_draws: int
 
 def jl_epsilon(d_values: np.ndarray, n_tokens: int) -> np.ndarray:
     """The JL scale ``eps(d) = sqrt(8 log(n) / d)`` at which ``n`` random directions become ``eps``-orthogonal."""
-    d = np.asarray(d_values, dtype=float)
+    d = as_finite_array("d_values", d_values)
     if np.any(d <= 0):
         raise ValueError("d_values must all be > 0")
     return np.sqrt(8.0 * np.log(check_int("n_tokens", n_tokens, 2)) / d)

@@ -1,7 +1,26 @@
-"""The kernel-free explorer of the Fig. 4 dynamics: a precomputed grid and a plotly figure over it.
+"""Kernel-free explorers: precomputed grids drawn by plotly, redrawn in the browser without Python.
 
-A static HTML page cannot run Python, so the reader's three knobs are discretised and every grid
-point is simulated ahead of time with :func:`joma_lib.dynamics.simulate_softmax_attention`:
+A static HTML page cannot run Python, so each explorer discretises the reader's knobs and every
+grid point is computed when the book is built. One code path serves every explorer:
+
+* :class:`Control` is one knob: a slider or a row of buttons over a few values;
+* :class:`Trace` is one plotted curve whose ``y`` (and optionally ``x``, name, colour) is stored for
+  every grid cell; a cell where a curve is all NaN hides that curve;
+* :class:`Panel` is one subplot's axes;
+* :class:`Explorer` puts them together: :meth:`Explorer.figure` is the plotly figure at one grid
+  cell, :meth:`Explorer.html` the page fragment with the grid embedded as JSON and a few lines of
+  JavaScript (:data:`_SCRIPT`) that, when a control moves, pick the cell and swap the traces'
+  data. The script also stacks the panels vertically on narrow screens (phones) and records how
+  long the last redraw took (``data-redraw-ms`` on the graph div).
+
+The HTML loads no plotly.js itself: the book serves the bundle of the installed ``plotly``
+package (see the book's Sphinx extension ``_ext/sphinx_plotly.py``), so a built page works from ``file://`` and offline.
+
+This module also holds the grid of the Fig. 4 explorer (:func:`explorer_grid`, the data of the
+companion figure ``c-explorer-grid``) and its view (:func:`fig4_explorer`); the other explorers'
+grids and views live with their figures in :mod:`joma_lib.figures.explore`.
+
+Fig. 4's three knobs:
 
 * the **nonlinearity**: Theorem 4's nonlinear update ``v <- v + eta (mu - v) o a`` or the linear
   contrast of Theorem 2, ``v <- v + eta Delta o a`` with ``Delta = mu`` (the saliency vector);
@@ -9,23 +28,18 @@ point is simulated ahead of time with :func:`joma_lib.dynamics.simulate_softmax_
   (:func:`joma_lib.dynamics.saliency_profile`), so ``spread = 3`` is exactly the paper's setting
   and a small spread makes all tokens nearly equally salient;
 * the attention **temperature** ``T`` of ``a = softmax(v^2 / T)``.
-
-:func:`explorer_grid` returns the grid as plain arrays (it is also the data of the companion figure
-``c-explorer-grid``, so the committed reference checks it); :func:`explorer_html` turns it into a
-plotly figure whose sliders and buttons call a few lines of JavaScript that swap the plotted
-traces. The HTML loads no plotly.js itself: the book serves the bundle of the installed ``plotly``
-package (see :mod:`joma_lib.sphinx_plotly`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from joma_lib.dynamics import attention_entropy, saliency_profile, simulate_softmax_attention, softmax_attention
+from joma_lib.dynamics import row_entropy, saliency_profile, simulate_softmax_attention, softmax_attention
 from joma_lib.validation import check_choice, check_float, check_int
 
 if TYPE_CHECKING:
@@ -36,7 +50,309 @@ FIG4_SPREAD = 3.0  # Fig. 4 draws mu uniformly from [1, 1 + 3]
 DEFAULT_SPREADS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 DEFAULT_TEMPERATURES = (1.0, 2.0, 3.0, 4.0, 6.0)
 MAX_GRID_POINTS = 400  # simulations per grid; keeps page size and build time bounded
-SIGNIFICANT_DIGITS = 4  # precision of the numbers embedded in the page
+SIGNIFICANT_DIGITS = 4  # default precision of the numbers embedded in the page
+NARROW_PX = 600  # below this width of the graph, the panels are stacked vertically
+CONTROL_KINDS = ("slider", "buttons")
+
+
+# --- The generic explorer ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Control:
+    """One knob of an explorer: a grid axis shown as a slider or a row of buttons.
+
+    ``key`` names it in :meth:`Explorer.figure`'s ``initial``; ``values`` are the grid's values
+    along the axis (numbers or strings) and ``labels`` what the reader sees (default: ``f"{v:g}"``).
+    """
+
+    key: str
+    label: str
+    values: tuple[Any, ...]
+    kind: str = "slider"
+    labels: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_choice("kind", self.kind, CONTROL_KINDS)
+        if len(self.values) == 0:
+            raise ValueError(f"control {self.key!r} needs at least one value")
+        if self.labels and len(self.labels) != len(self.values):
+            raise ValueError(f"control {self.key!r} has {len(self.values)} values but {len(self.labels)} labels")
+
+    @property
+    def stop_labels(self) -> tuple[str, ...]:
+        """What each stop says: ``labels``, or the values themselves."""
+        return self.labels or tuple(v if isinstance(v, str) else f"{v:g}" for v in self.values)
+
+    def index(self, value: Any) -> int:
+        """Position of ``value`` among the control's values (numbers to 1e-9); ValueError listing them."""
+        for i, v in enumerate(self.values):
+            if isinstance(v, str) or isinstance(value, str):
+                if v == value:
+                    return i
+            elif np.isclose(float(v), check_float(self.key, value), rtol=0.0, atol=1e-9):
+                return i
+        raise ValueError(f"{self.key} must be one of the grid's values {list(self.values)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One curve, stored for every grid cell.
+
+    ``y`` has shape ``grid + (n,)`` (NaN where nothing is drawn; an all-NaN cell hides the curve);
+    ``x`` is ``(n,)`` shared by all cells, or ``grid + (n,)``. ``name`` and ``color`` are one string
+    or an array of strings of the grid's shape (one per cell). ``panel`` is the subplot (0-based).
+    ``style`` goes to :class:`plotly.graph_objects.Scatter` (``mode``, ``line``, ``showlegend``...).
+    """
+
+    y: np.ndarray
+    x: np.ndarray
+    name: str | np.ndarray = ""
+    color: str | np.ndarray | None = None
+    panel: int = 0
+    style: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One subplot: axis titles and extra axis settings (e.g. ``{"type": "log"}``)."""
+
+    x_title: str
+    y_title: str
+    x_axis: Mapping[str, Any] = field(default_factory=dict)
+    y_axis: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Explorer:
+    """Controls, panels and traces over one grid, plus a title per cell (an array of the grid's shape).
+
+    ``menus`` are extra plotly ``updatemenus`` that are not grid axes (e.g. a log-scale toggle);
+    ``digits`` the significant digits of the numbers embedded in the page.
+    """
+
+    controls: tuple[Control, ...]
+    panels: tuple[Panel, ...]
+    traces: tuple[Trace, ...]
+    titles: np.ndarray
+    menus: tuple[Mapping[str, Any], ...] = ()
+    digits: int = SIGNIFICANT_DIGITS
+
+    def __post_init__(self) -> None:
+        shape = self.shape
+        if np.shape(self.titles) != shape:
+            raise ValueError(f"titles must have the grid's shape {shape}, got {np.shape(self.titles)}")
+        if not self.traces or not self.panels:
+            raise ValueError("an explorer needs at least one panel and one trace")
+        check_int("digits", self.digits, 2, 8)
+        for i, trace in enumerate(self.traces):
+            y = np.asarray(trace.y)
+            if y.ndim != len(shape) + 1 or y.shape[:-1] != shape:
+                raise ValueError(f"traces[{i}].y must have shape {shape} + (n,), got {y.shape}")
+            if np.shape(trace.x) not in ((y.shape[-1],), y.shape):
+                raise ValueError(f"traces[{i}].x must have shape ({y.shape[-1]},) or {y.shape}, got {np.shape(trace.x)}")
+            for what in ("name", "color"):
+                value = getattr(trace, what)
+                if not (value is None or isinstance(value, str) or np.shape(value) == shape):
+                    raise ValueError(f"traces[{i}].{what} must be a string or an array of the grid's shape {shape}")
+            check_int(f"traces[{i}].panel", trace.panel, 0, len(self.panels) - 1)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The grid's shape: one axis per control, in order."""
+        return tuple(len(c.values) for c in self.controls)
+
+    def cell(self, initial: Mapping[str, Any] | None = None) -> tuple[int, ...]:
+        """Grid index of ``initial`` (control key -> value); unnamed controls start at their first value."""
+        initial = dict(initial or {})
+        unknown = set(initial) - {c.key for c in self.controls}
+        if unknown:
+            raise ValueError(f"unknown controls {sorted(unknown)}; known: {[c.key for c in self.controls]}")
+        return tuple(c.index(initial[c.key]) if c.key in initial else 0 for c in self.controls)
+
+    def figure(self, initial: Mapping[str, Any] | None = None) -> go.Figure:
+        """The plotly figure at grid cell ``initial``, its controls set there (they only move: method "skip")."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        index = self.cell(initial)
+        fig = make_subplots(rows=1, cols=len(self.panels), horizontal_spacing=0.1)
+        for trace in self.traces:
+            y = _rounded(np.asarray(trace.y)[index], self.digits)
+            x = np.asarray(trace.x)
+            fig.add_trace(go.Scatter(x=_rounded(x if x.ndim == 1 else x[index], self.digits), y=y,
+                                     name=_pick(trace.name, index), visible=any(v is not None for v in y),
+                                     **_styled(trace.style, _pick(trace.color, index))),
+                          row=1, col=trace.panel + 1)
+        for k, panel in enumerate(self.panels):
+            fig.update_xaxes(title_text=panel.x_title, row=1, col=k + 1, **panel.x_axis)
+            fig.update_yaxes(title_text=panel.y_title, row=1, col=k + 1, **panel.y_axis)
+        menus = [{"type": "buttons", "direction": "right", "active": index[i], "x": 0.0, "xanchor": "left",
+                  "yanchor": "bottom", "showactive": True, "name": c.label,
+                  "buttons": [{"method": "skip", "label": label, "args": []} for label in c.stop_labels]}
+                 for i, c in enumerate(self.controls) if c.kind == "buttons"]
+        menus += [{"x": 0.0, "xanchor": "left", "yanchor": "bottom", "type": "buttons", "direction": "right",
+                   **menu} for menu in self.menus]
+        sliders = [{"active": index[i], "x": 0.0, "len": 1.0, "yanchor": "top", "pad": {"t": 10, "b": 10},
+                    "currentvalue": {"prefix": f"{c.label}: "}, "name": c.label,
+                    "steps": [{"method": "skip", "label": label, "args": []} for label in c.stop_labels]}
+                   for i, c in enumerate(self.controls) if c.kind == "slider"]
+        fig.update_layout(title={"text": str(self.titles[index]), "font": {"size": 13}, "x": 0.0, "xanchor": "left",
+                                 "yanchor": "top"},
+                          legend={"orientation": "h", "x": 0.0, "xanchor": "left", "yanchor": "top",
+                                  "font": {"size": 11}},
+                          updatemenus=menus, sliders=sliders)
+        fig.plotly_relayout(self._layout(narrow=False))
+        return fig
+
+    def _layout(self, narrow: bool) -> dict[str, Any]:
+        """Sizes and positions (plotly relayout keys) for a wide screen (panels side by side) or a narrow one."""
+        n_panels, n_menus = len(self.panels), len(self.menus) + sum(c.kind == "buttons" for c in self.controls)
+        n_sliders = sum(c.kind == "slider" for c in self.controls)
+        n_legend = sum(bool(t.style.get("showlegend", True)) for t in self.traces)
+        panel_h, gap = (250, 80) if narrow else (340, 0)
+        plot_h = panel_h * (n_panels if narrow else 1) + gap * (n_panels - 1 if narrow else 0)
+        top = 72 + 38 * n_menus
+        bottom = 60 + 85 * n_sliders + 22 * (n_legend if narrow else -(-n_legend // 3))
+        out: dict[str, Any] = {"height": plot_h + top + bottom, "margin.t": top, "margin.b": bottom,
+                               "margin.l": 60, "margin.r": 20, "title.y": 1 - 24 / (plot_h + top + bottom),
+                               "title.font.size": 11 if narrow else 13, "legend.y": -(60 + 85 * n_sliders) / plot_h}
+        spacing = 0.1
+        width = (1 - spacing * (n_panels - 1)) / n_panels
+        for k in range(n_panels):
+            suffix = "" if k == 0 else str(k + 1)
+            if narrow:
+                upper = 1 - k * (panel_h + gap) / plot_h
+                out[f"xaxis{suffix}.domain"] = [0.0, 1.0]
+                out[f"yaxis{suffix}.domain"] = [upper - panel_h / plot_h, upper]
+            else:
+                out[f"xaxis{suffix}.domain"] = [k * (width + spacing), k * (width + spacing) + width]
+                out[f"yaxis{suffix}.domain"] = [0.0, 1.0]
+        for i in range(n_menus):
+            out[f"updatemenus[{i}].y"] = 1 + (8 + 38 * (n_menus - 1 - i)) / plot_h
+        for i in range(n_sliders):
+            out[f"sliders[{i}].y"] = -(55 + 85 * i) / plot_h
+        return out
+
+    def payload(self) -> dict[str, Any]:
+        """What the page's script needs: the grid flattened in C order (cell-major), rounded, NaN as null.
+
+        Each distinct ``x`` array (by identity) is stored once in ``xs``; a trace points at it (``xi``) and
+        says whether it holds one row per cell (``xcell``).
+        """
+        xs: list[list[float | None]] = []
+        seen: dict[int, int] = {}
+        traces = []
+        for trace in self.traces:
+            y, x = np.asarray(trace.y), np.asarray(trace.x)
+            if id(trace.x) not in seen:
+                seen[id(trace.x)] = len(xs)
+                xs.append(_rounded(x, self.digits))
+            entry: dict[str, Any] = {"n": int(y.shape[-1]), "y": _rounded(y, self.digits),
+                                     "xi": seen[id(trace.x)], "xcell": x.ndim > 1}
+            for what, many in (("name", "names"), ("color", "colors")):
+                value = getattr(trace, what)
+                entry[what], entry[many] = (value, None) if value is None or isinstance(value, str) else (
+                    None, [str(v) for v in np.asarray(value).ravel()])
+            traces.append(entry)
+        controls = []
+        count = {"slider": 0, "buttons": 0}
+        for c in self.controls:
+            controls.append({"kind": c.kind, "index": count[c.kind]})
+            count[c.kind] += 1
+        return {"shape": list(self.shape), "controls": controls, "traces": traces, "xs": xs,
+                "titles": [str(t) for t in np.asarray(self.titles).ravel()],
+                "wide": self._layout(narrow=False), "narrow": self._layout(narrow=True)}
+
+    def html(self, div_id: str, include_plotlyjs: bool = False, initial: Mapping[str, Any] | None = None,
+             note: str = "") -> str:
+        """HTML fragment for a page: the figure at ``initial``, the grid as JSON, and the redraw script.
+
+        With ``include_plotlyjs=False`` (the book) the fragment loads no plotly.js and expects a
+        global ``Plotly`` (the book's ``_ext/sphinx_plotly`` Sphinx extension serves it); until the plot is
+        drawn, a short note (``note`` or a default) says what is missing. ``include_plotlyjs=True``
+        inlines the bundle of the installed ``plotly`` package (about 5 MB), which works in Jupyter or
+        Colab, still without a CDN.
+        """
+        if not isinstance(div_id, str) or not div_id.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"div_id must be a non-empty identifier of letters, digits, '-' or '_', got {div_id!r}")
+        check_choice("include_plotlyjs", include_plotlyjs, (True, False))
+        script = (_SCRIPT.replace("__ID__", div_id).replace("__NARROW__", str(NARROW_PX))
+                  .replace("__GRID__", json.dumps(self.payload(), separators=(",", ":"), allow_nan=False)))
+        note = note or ("The interactive explorer needs plotly.js, which the book's web page provides. In a "
+                        "notebook, display its <code>html(..., include_plotlyjs=True)</code> instead.")
+        return (f'<p id="{div_id}-fallback"><em>{note}</em></p>'
+                + self.figure(initial).to_html(full_html=False, include_plotlyjs=include_plotlyjs, div_id=div_id,
+                                               post_script=script,
+                                               config={"displaylogo": False, "responsive": True}))
+
+
+def _pick(value: str | np.ndarray | None, index: tuple[int, ...]) -> str | None:
+    """A trace's name/colour at one cell: the string itself, or the array's entry."""
+    return value if value is None or isinstance(value, str) else str(np.asarray(value)[index])
+
+
+def _styled(style: Mapping[str, Any], color: str | None) -> dict[str, Any]:
+    """``style`` with the colour set on the line and the markers (what the script restyles)."""
+    out = {"mode": "lines", **style}
+    if color is not None:
+        out["line"] = {**dict(style.get("line", {})), "color": color}
+        out["marker"] = {**dict(style.get("marker", {})), "color": color}
+    return out
+
+
+def _rounded(array: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> list[float | None]:
+    """The array flattened (C order) with ``digits`` significant digits; NaN becomes None (JSON null)."""
+    return [None if not np.isfinite(x) else float(f"{x:.{digits}g}")
+            for x in np.asarray(array, dtype=np.float64).ravel()]
+
+
+# Picks the grid cell the controls point at and swaps every trace's data; see Explorer.payload.
+_SCRIPT = """
+(function () {
+  var gd = document.getElementById('__ID__'), note = document.getElementById('__ID__-fallback');
+  if (note) { note.remove(); }
+  var G = __GRID__;
+  var narrow = null;
+  function active(c) {
+    return c.kind === 'slider' ? gd.layout.sliders[c.index].active : gd.layout.updatemenus[c.index].active;
+  }
+  function redraw() {
+    var t0 = performance.now(), cell = 0;
+    G.controls.forEach(function (c, i) { cell = cell * G.shape[i] + active(c); });
+    // Restyle only what changed (undefined leaves a trace's attribute alone): names, colours and visibility
+    // change rarely, and restyling them forces a slower redraw.
+    var u = {x: [], y: [], name: [], visible: [], 'line.color': []};
+    G.traces.forEach(function (T, i) {
+      var now = gd.data[i], y = T.y.slice(cell * T.n, (cell + 1) * T.n);
+      var name = T.names ? T.names[cell] : T.name, visible = y.some(function (v) { return v !== null; });
+      var colour = T.colors ? T.colors[cell] : undefined;
+      u.y.push(y);
+      u.x.push(T.xcell ? G.xs[T.xi].slice(cell * T.n, (cell + 1) * T.n) : undefined);
+      u.name.push(name !== now.name ? name : undefined);
+      u.visible.push(visible !== (now.visible !== false) ? visible : undefined);
+      u['line.color'].push(colour !== undefined && colour !== (now.line || {}).color ? colour : undefined);
+    });
+    Object.keys(u).forEach(function (key) {
+      if (u[key].every(function (v) { return v === undefined; })) { delete u[key]; }
+    });
+    Plotly.update(gd, u, {'title.text': G.titles[cell]});
+    gd.setAttribute('data-cell', String(cell));
+    gd.setAttribute('data-redraw-ms', (performance.now() - t0).toFixed(1));
+  }
+  function fit() {
+    var now = gd.clientWidth < __NARROW__;
+    if (now !== narrow) { narrow = now; Plotly.relayout(gd, now ? G.narrow : G.wide); }
+  }
+  gd.on('plotly_sliderchange', redraw);
+  gd.on('plotly_buttonclicked', redraw);
+  fit();
+  window.addEventListener('resize', fit);
+})();
+"""
+
+
+# --- The Fig. 4 explorer ----------------------------------------------------------------------
 
 
 def sample_steps(n_steps: int, n_samples: int) -> np.ndarray:
@@ -52,7 +368,7 @@ def sample_steps(n_steps: int, n_samples: int) -> np.ndarray:
     return np.unique(np.rint(n_steps * k**2).astype(np.int64))
 
 
-def _increasing_values(name: str, values: Sequence[float], low: float, high: float) -> np.ndarray:
+def increasing_values(name: str, values: Sequence[float], low: float, high: float) -> np.ndarray:
     """``values`` as a float array, each in ``(low, high]`` and strictly increasing (one slider's stops)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
         raise ValueError(f"{name} must be a non-empty sequence of numbers in ({low:g}, {high:g}], got {values!r}")
@@ -80,8 +396,8 @@ def explorer_grid(spreads: Sequence[float] = DEFAULT_SPREADS,
         axis in the order of :data:`MODES`; ``entropy_limit (S, T)`` = H(softmax(mu^2/T)), the
         attention entropy at the nonlinear fixed point ``v = mu``.
     """
-    s_values = _increasing_values("spreads", spreads, 0.0, 20.0)
-    t_values = _increasing_values("temperatures", temperatures, 0.0, 100.0)
+    s_values = increasing_values("spreads", spreads, 0.0, 20.0)
+    t_values = increasing_values("temperatures", temperatures, 0.0, 100.0)
     n_points = len(MODES) * s_values.size * t_values.size
     if n_points > MAX_GRID_POINTS:
         raise ValueError(f"the grid has {n_points} points (2 x spreads x temperatures); "
@@ -96,58 +412,14 @@ def explorer_grid(spreads: Sequence[float] = DEFAULT_SPREADS,
                                          nonlinear=mode == "nonlinear")
         v.append(np.moveaxis(run.v[steps], 0, 2))  # (S, T, n_t, d)
         entropy.append(np.moveaxis(run.entropy[steps], 0, 2))
-    limit = attention_entropy(softmax_attention(mu_grid, t_grid))
+    limit = row_entropy(softmax_attention(mu_grid, t_grid))
     return {"spreads": s_values, "temperatures": t_values, "steps": steps, "mu": mus,
             "v": np.stack(v).astype(np.float32), "entropy": np.stack(entropy).astype(np.float32),
             "entropy_limit": np.asarray(limit)}
 
 
-def _rounded(array: np.ndarray) -> list[float]:
-    """The array flattened (C order) with ``SIGNIFICANT_DIGITS`` significant digits, for the page."""
-    return [float(f"{x:.{SIGNIFICANT_DIGITS}g}") for x in np.asarray(array, dtype=np.float64).ravel()]
-
-
-# Swaps the traces when a control moves. The grid arrays are flat (C order), see _payload.
-_SCRIPT = """
-(function () {
-  var gd = document.getElementById('{plot_id}'), note = document.getElementById('{plot_id}-fallback');
-  if (note) { note.remove(); }
-  var G = %s;
-  var d = G.d, nt = G.steps.length, nS = G.spreads.length, nT = G.temperatures.length;
-  function redraw() {
-    var m = gd.layout.updatemenus[0].active, s = gd.layout.sliders[0].active, k = gd.layout.sliders[1].active;
-    var cell = (m * nS + s) * nT + k, ys = [], names = [];
-    for (var j = 0; j < d; j++) {
-      var y = new Array(nt);
-      for (var t = 0; t < nt; t++) { y[t] = G.v[(cell * nt + t) * d + j]; }
-      ys.push(y);
-      names.push((G.modes[m] === 'linear' ? '\u0394' : '\u03bc') + ' = ' + G.mu[s * d + j]);
-    }
-    ys.push(G.entropy.slice(cell * nt, (cell + 1) * nt));
-    var limit = G.entropy_limit[s * nT + k];
-    ys.push([limit, limit]);
-    names.push('entropy', 'H(softmax(\u03bc\u00b2/T)), the fixed point v = \u03bc');
-    var visible = ys.map(function (_, i) { return i < d + 1 || G.modes[m] === 'nonlinear'; });
-    Plotly.update(gd, {y: ys, name: names, visible: visible},
-                  {'title.text': G.titles[m] + '   |   spread of \u03bc = ' + G.spreads[s]
-                                 + ', T = ' + G.temperatures[k]});
-  }
-  gd.on('plotly_sliderchange', redraw);
-  gd.on('plotly_buttonclicked', redraw);
-})();
-"""
-
 _TITLES = {"linear": "linear (Theorem 2): v \u2190 v + \u03b7 \u0394\u2218a",
            "nonlinear": "nonlinear (Theorem 4): v \u2190 v + \u03b7 (\u03bc \u2212 v)\u2218a"}
-
-
-def _payload(grid: dict[str, np.ndarray]) -> dict[str, object]:
-    """What the page's script needs: the grid in flat lists, rounded, plus labels."""
-    return {"modes": list(MODES), "titles": [_TITLES[m] for m in MODES], "d": int(grid["mu"].shape[1]),
-            "steps": grid["steps"].tolist(), "spreads": [f"{s:g}" for s in grid["spreads"]],
-            "temperatures": [f"{t:g}" for t in grid["temperatures"]],
-            "mu": [f"{x:.2f}" for x in grid["mu"].ravel()], "v": _rounded(grid["v"]),
-            "entropy": _rounded(grid["entropy"]), "entropy_limit": _rounded(grid["entropy_limit"])}
 
 
 def _check_grid(grid: dict[str, np.ndarray]) -> None:
@@ -161,101 +433,49 @@ def _check_grid(grid: dict[str, np.ndarray]) -> None:
                          f"the expected {shape} / {shape[:-1]}")
 
 
-def explorer_figure(grid: dict[str, np.ndarray], spread: float = FIG4_SPREAD, temperature: float = 3.0,
-                    mode: str = "nonlinear") -> go.Figure:
-    """The plotly figure, showing grid point (``mode``, ``spread``, ``temperature``) at first.
+def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
+    """The Fig. 4 explorer over :func:`explorer_grid`'s data: controls mode x spread x T.
 
-    Left panel: the components ``v_j(t)``, coloured by the rank of ``mu_j`` (yellow = most salient).
-    Right panel: the attention entropy, the uniform level ``ln d`` and, in the nonlinear case,
-    the entropy of the fixed point ``v = mu``. The controls use plotly's ``"skip"`` method: they
-    only move; :data:`_SCRIPT` (added by :func:`explorer_html`) redraws from the grid.
+    Left panel: the components ``v_j(t)``, coloured by the rank of ``mu_j`` (yellow = most salient),
+    with a button for a log axis. Right panel: the attention entropy, the uniform level ``ln d`` and,
+    in the nonlinear case, the entropy of the fixed point ``v = mu``.
     """
-    import plotly.graph_objects as go
     from plotly.colors import sample_colorscale
-    from plotly.subplots import make_subplots
 
     _check_grid(grid)
-    spreads, temps = grid["spreads"], grid["temperatures"]
-    mode = check_choice("mode", mode, MODES)
-    s = _index_of("spread", spread, spreads)
-    k = _index_of("temperature", temperature, temps)
-    m = MODES.index(mode)
-    steps, mu = grid["steps"].tolist(), grid["mu"][s]
-    d = mu.size
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1)
+    spreads, temps, steps, mu = grid["spreads"], grid["temperatures"], grid["steps"], grid["mu"]
+    n_s, n_t, d = spreads.size, temps.size, mu.shape[1]
+    shape = (len(MODES), n_s, n_t)
     colors = sample_colorscale("Viridis", list(np.linspace(0.0, 1.0, d)))
-    symbol = "\u0394" if mode == "linear" else "\u03bc"
-    for j in range(d):
-        fig.add_trace(go.Scatter(x=steps, y=_rounded(grid["v"][m, s, k, :, j]), mode="lines",
-                                 line={"color": colors[j], "width": 1.6}, name=f"{symbol} = {mu[j]:.2f}",
-                                 showlegend=False, hovertemplate="%{fullData.name}<br>step %{x}: v = %{y}"),
-                      row=1, col=1)
-    fig.add_trace(go.Scatter(x=steps, y=_rounded(grid["entropy"][m, s, k]), mode="lines", name="entropy",
-                             line={"color": "black", "width": 2.2}), row=1, col=2)
-    limit = _rounded(grid["entropy_limit"][s, k])[0]
-    fig.add_trace(go.Scatter(x=[steps[0], steps[-1]], y=[limit, limit], mode="lines",
-                             name="H(softmax(\u03bc\u00b2/T)), the fixed point v = \u03bc",
-                             line={"color": "firebrick", "dash": "dot"}, visible=mode == "nonlinear"),
-                  row=1, col=2)
-    fig.add_hline(y=float(np.log(d)), line={"color": "grey", "dash": "dash", "width": 1},
-                  annotation_text=f"uniform, ln {d}", annotation_position="bottom right", row=1, col=2)
-    fig.update_xaxes(title_text="step")
-    fig.update_yaxes(title_text="components v<sub>j</sub>(t) (colour: rank of \u03bc<sub>j</sub>)", row=1, col=1)
-    fig.update_yaxes(title_text="attention entropy H(a(t))", rangemode="tozero", row=1, col=2)
-
-    def slider(values: np.ndarray, active: int, prefix: str, y: float) -> dict[str, object]:
-        return {"active": active, "y": y, "len": 0.9, "x": 0.05, "pad": {"t": 10, "b": 10},
-                "currentvalue": {"prefix": prefix}, "name": prefix,
-                "steps": [{"method": "skip", "label": f"{x:g}", "args": []} for x in values]}
-
-    fig.update_layout(
-        height=640, margin={"t": 120, "b": 200, "l": 70, "r": 30},
-        title={"text": f"{_TITLES[mode]}   |   spread of \u03bc = {spreads[s]:g}, T = {temps[k]:g}",
-               "font": {"size": 14}, "y": 0.97},
-        legend={"orientation": "h", "x": 1.0, "xanchor": "right", "y": 1.02, "yanchor": "bottom",
-                "font": {"size": 11}},
-        updatemenus=[
-            {"type": "buttons", "direction": "right", "active": m, "x": 0.0, "xanchor": "left", "y": 1.2,
-             "yanchor": "bottom", "showactive": True,
-             "buttons": [{"method": "skip", "label": label, "args": []}
-                         for label in ("linear (Theorem 2)", "nonlinear (Theorem 4)")]},
-            {"type": "buttons", "direction": "right", "active": 0, "x": 0.0, "xanchor": "left", "y": 1.02,
-             "yanchor": "bottom", "showactive": True, "font": {"size": 10},
-             "buttons": [{"method": "relayout", "label": f"v axis: {scale}", "args": [{"yaxis.type": scale}]}
-                         for scale in ("linear", "log")]},
-        ],
-        sliders=[slider(spreads, s, "spread of \u03bc (max \u2212 min): ", -0.2),
-                 slider(temps, k, "temperature T: ", -0.55)],
+    symbols = np.array(["\u0394" if m == "linear" else "\u03bc" for m in MODES])
+    traces = [Trace(y=grid["v"][..., j], x=steps, color=colors[j], panel=0,
+                    name=np.broadcast_to((symbols[:, None] + " = " + np.char.mod("%.2f", mu[:, j])[None, :])[..., None],
+                                         shape),
+                    style={"line": {"width": 1.6}, "showlegend": False}) for j in range(d)]
+    ends = np.array([steps[0], steps[-1]])
+    limit = np.where(np.array(MODES)[:, None, None] == "nonlinear", grid["entropy_limit"][None], np.nan)
+    traces += [
+        Trace(y=grid["entropy"], x=steps, name="entropy", color="black", panel=1, style={"line": {"width": 2.2}}),
+        Trace(y=np.repeat(limit[..., None], 2, axis=-1), x=ends, color="firebrick", panel=1,
+              name="H(softmax(\u03bc\u00b2/T)), the fixed point v = \u03bc", style={"line": {"dash": "dot"}}),
+        Trace(y=np.full(shape + (2,), np.log(d)), x=ends, name=f"uniform, ln {d}", color="grey", panel=1,
+              style={"line": {"dash": "dash", "width": 1}}),
+    ]
+    titles = np.array([[[f"{_TITLES[m]}<br>spread of \u03bc = {s:g}, T = {t:g}" for t in temps] for s in spreads]
+                       for m in MODES])
+    return Explorer(
+        controls=(Control("mode", "update", MODES, kind="buttons",
+                          labels=("linear (Theorem 2)", "nonlinear (Theorem 4)")),
+                  Control("spread", "spread of \u03bc (max \u2212 min)", tuple(float(s) for s in spreads)),
+                  Control("temperature", "temperature T", tuple(float(t) for t in temps))),
+        panels=(Panel("step", "components v<sub>j</sub>(t) (colour: rank of \u03bc<sub>j</sub>)"),
+                Panel("step", "attention entropy H(a(t))", y_axis={"rangemode": "tozero"})),
+        traces=tuple(traces), titles=titles,
+        menus=({"active": 0, "font": {"size": 10},
+                "buttons": [{"method": "relayout", "label": f"v axis: {scale}", "args": [{"yaxis.type": scale}]}
+                            for scale in ("linear", "log")]},),
     )
-    return fig
 
 
-def explorer_html(grid: dict[str, np.ndarray], div_id: str = "joma-explorer", include_plotlyjs: bool = False,
-                  **initial: Any) -> str:
-    """HTML fragment for the page: the figure of :func:`explorer_figure` plus the grid and its script.
-
-    With ``include_plotlyjs=False`` (the book) the fragment loads no plotly.js and expects a
-    global ``Plotly`` (the book's :mod:`joma_lib.sphinx_plotly` extension provides it); until the
-    plot is drawn, a short note says what is missing. ``include_plotlyjs=True`` inlines the bundle
-    of the installed ``plotly`` package (about 5 MB), which works in Jupyter or Colab, still
-    without a CDN. ``initial`` is passed to :func:`explorer_figure` (the point shown first).
-    """
-    if not isinstance(div_id, str) or not div_id.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"div_id must be a non-empty identifier of letters, digits, '-' or '_', got {div_id!r}")
-    check_choice("include_plotlyjs", include_plotlyjs, (True, False))
-    fig = explorer_figure(grid, **initial)
-    script = _SCRIPT % json.dumps(_payload(grid), separators=(",", ":"))
-    note = (f'<p id="{div_id}-fallback"><em>The interactive explorer needs plotly.js, which the book\'s web page '
-            "provides. In a notebook, display <code>explorer_html(grid, include_plotlyjs=True)</code> instead, "
-            "or use the live widgets of the chapter on Theorems 3 and 4.</em></p>")
-    return note + fig.to_html(full_html=False, include_plotlyjs=include_plotlyjs, div_id=div_id,
-                              post_script=script, config={"displaylogo": False, "responsive": True})
-
-
-def _index_of(name: str, value: float, values: np.ndarray) -> int:
-    """Position of ``value`` among the grid's ``values`` (to 1e-9); ValueError listing them otherwise."""
-    x = check_float(name, value)
-    hits = np.flatnonzero(np.isclose(values, x, rtol=0.0, atol=1e-9))
-    if hits.size == 0:
-        raise ValueError(f"{name} must be one of the grid's values {[float(v) for v in values]}, got {value!r}")
-    return int(hits[0])
+FIG4_INITIAL = {"mode": "nonlinear", "spread": FIG4_SPREAD, "temperature": 3.0}
+"""The cell the Fig. 4 explorer opens on: the paper's setting."""

@@ -8,26 +8,30 @@ and ``eta_w`` (MLP) keeps ``G(z) - Q(V)`` constant in time, where (``r = eta_z /
 * softmax attention: ``G(z) = z``,   ``Q(V) = r/(2T) sum_k (v_k^2 - ||v_k||^2 b-bar)``, which needs the mean
   attention ``b-bar`` to stay constant and to factor out of the gradient (paper Theorem 1, softmax case).
 
+``G`` and the coefficient of each kind are registered in :mod:`joma_lib.attention_kinds`.
 Squares act elementwise. The constant ``c = G(z(0)) - Q(V(0))`` is zero under zero initialisation.
-Figure 2 of the paper checks the softmax case with the normalised correlation :func:`normalized_correlation`.
+Figure 2 of the paper checks the softmax case with the normalised correlation :func:`normalized_correlation`;
+:func:`toy_check` (SGD) and :func:`flow_check` (gradient flow) check the theorem along a run of the toy block.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from joma_lib.block import ATTENTIONS
-from joma_lib.validation import check_choice, check_float
+from joma_lib.attention_kinds import AttentionKind, attention_kind
+from joma_lib.block import BlockSpec, gradient_flow, invariant_toy, mean_attention, train
+from joma_lib.validation import as_finite_array, check_broadcast, check_float, check_int
 
 
-def _check_common(attention: str, temperature: float, lr_ratio: float) -> tuple[float, float]:
-    check_choice("attention", attention, ATTENTIONS)
-    return (check_float("temperature (T)", temperature, 0, low_open=True),
+def _check_common(attention: str, temperature: float, lr_ratio: float) -> tuple[AttentionKind, float, float]:
+    return (attention_kind(attention), check_float("temperature (T)", temperature, 0, low_open=True),
             check_float("lr_ratio (eta_z / eta_w)", lr_ratio, 0, low_open=True))
 
 
 def _check_V(V: np.ndarray) -> np.ndarray:
-    V = np.asarray(V, dtype=float)
+    V = as_finite_array("V", V)
     if V.ndim < 2:
         raise ValueError(f"V must have shape (..., M_C, K), got {V.shape}")
     return V
@@ -38,11 +42,13 @@ def softmax_terms(V: np.ndarray, b_bar: np.ndarray, temperature: float = 1.0,
     """The two terms of the softmax prediction, each of shape (..., M_C):
     ``r/(2T) sum_k v_k^2`` (sum of squares) and ``-r/(2T) b-bar sum_k ||v_k||^2`` (mean attention)."""
     V = _check_V(V)
-    temperature, lr_ratio = _check_common("softmax", temperature, lr_ratio)
-    b_bar = np.asarray(b_bar, dtype=float)
-    scale = lr_ratio / (2 * temperature)
-    sum_sq = (V**2).sum(axis=-1)
-    return scale * sum_sq, -scale * b_bar * sum_sq.sum(axis=-1, keepdims=True)
+    kind, temperature, lr_ratio = _check_common("softmax", temperature, lr_ratio)
+    b_bar = check_broadcast("b_bar (mean attention)", as_finite_array("b_bar", b_bar), V.shape[:-1], "V.shape[:-1]")
+    scale = lr_ratio * kind.coefficient(temperature)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sum_sq = (V**2).sum(axis=-1)
+        return (_finite("V, temperature, lr_ratio", scale * sum_sq),
+                _finite("V, temperature, lr_ratio, b_bar", -scale * b_bar * sum_sq.sum(axis=-1, keepdims=True)))
 
 
 def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ratio: float = 1.0,
@@ -50,24 +56,42 @@ def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ra
     """``Q(V)`` of Theorem 1, shape (..., M_C), from ``V`` (..., M_C, K) whose columns are ``v_k``.
 
     ``lr_ratio = eta_z / eta_w`` scales the whole right-hand side; ``b_bar`` (broadcastable to (..., M_C))
-    is needed for softmax attention only.
+    is needed for normalised kinds (softmax) only. ``Q = r c(T) sum_k v_k^2``, minus ``r c(T) b-bar
+    sum_k ||v_k||^2`` for normalised kinds, with the kind's coefficient ``c(T)``
+    (:mod:`joma_lib.attention_kinds`).
     """
     V = _check_V(V)
-    temperature, lr_ratio = _check_common(attention, temperature, lr_ratio)
-    if attention == "softmax":
-        if b_bar is None:
-            raise ValueError("b_bar (the mean attention) is required for attention='softmax'")
-        sum_sq_term, mean_term = softmax_terms(V, b_bar, temperature, lr_ratio)
-        return sum_sq_term + mean_term
-    sum_sq = (V**2).sum(axis=-1)
-    return lr_ratio * sum_sq if attention == "linear" else lr_ratio / (2 * temperature) * sum_sq
+    kind, temperature, lr_ratio = _check_common(attention, temperature, lr_ratio)
+    scale = lr_ratio * kind.coefficient(temperature)
+    with np.errstate(over="ignore"):
+        sum_sq = (V**2).sum(axis=-1)
+    if not kind.normalized:
+        with np.errstate(over="ignore"):
+            return _finite("V, temperature, lr_ratio", scale * sum_sq)
+    if b_bar is None:
+        raise ValueError(f"b_bar (the mean attention) is required for attention={attention!r}")
+    b_bar = as_finite_array("b_bar (mean attention)", b_bar)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _finite("V, temperature, lr_ratio, b_bar", scale * sum_sq - scale * b_bar * sum_sq.sum(axis=-1, keepdims=True))
 
 
 def attention_potential(z: np.ndarray, attention: str) -> np.ndarray:
-    """``G(z)``: ``z^2`` for linear attention, ``z`` for exp and softmax."""
-    check_choice("attention", attention, ATTENTIONS)
-    z = np.asarray(z, dtype=float)
-    return z**2 if attention == "linear" else z
+    """``G(z)`` of the kind: ``z^2`` for linear attention, ``z`` for exp and softmax."""
+    kind = attention_kind(attention)
+    with np.errstate(over="ignore"):
+        return _finite("z", kind.potential(as_finite_array("z", z)))
+
+
+def _finite(arguments: str, value: np.ndarray) -> np.ndarray:
+    """``value`` if every entry is finite; a ValueError naming the ``arguments`` that overflowed otherwise."""
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"{arguments} are too large: the result overflows float64")
+    return value
+
+
+def reference_mean_attention(spec: BlockSpec, z0: np.ndarray, X: np.ndarray) -> np.ndarray | None:
+    """``b-bar`` at the start (R, M_C) for normalised kinds (Theorem 1's softmax case), None for the others."""
+    return mean_attention(spec, z0, X) if attention_kind(spec.attention).normalized else None
 
 
 def invariant_gap(z: np.ndarray, V: np.ndarray, attention: str, temperature: float = 1.0,
@@ -100,18 +124,69 @@ def predicted_logits(V: np.ndarray, z0: np.ndarray, V0: np.ndarray, attention: s
     """
     c = invariant_gap(z0, V0, attention, temperature, lr_ratio, b_bar)
     G_hat = mlp_potential(V, attention, temperature, lr_ratio, b_bar) + c
-    if attention == "linear":
-        return np.sign(np.asarray(z0, dtype=float)) * np.sqrt(np.maximum(G_hat, 0.0))
-    return G_hat
+    return attention_kind(attention).inverse_potential(G_hat, np.asarray(z0, dtype=float))
 
 
 def normalized_correlation(a: np.ndarray, b: np.ndarray, eps: float = 1e-8) -> np.ndarray:
     """NC of paper Fig. 2: the Pearson correlation of ``a`` and ``b`` along the last axis,
     ``<a - mean a, b - mean b> / ((||a - mean a|| + eps)(||b - mean b|| + eps))``."""
-    a, b = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    a, b = as_finite_array("a", a), as_finite_array("b", b)
+    try:
+        a, b = np.broadcast_arrays(a, b)
+    except ValueError:
+        raise ValueError(f"a of shape {a.shape} must broadcast with b of shape {b.shape}") from None
     if a.ndim < 1 or a.shape[-1] < 2:
         raise ValueError(f"a and b need at least 2 entries along the last axis, got shape {a.shape}")
     eps = check_float("eps", eps, 0)
     a = a - a.mean(axis=-1, keepdims=True)
     b = b - b.mean(axis=-1, keepdims=True)
     return (a * b).sum(axis=-1) / ((np.linalg.norm(a, axis=-1) + eps) * (np.linalg.norm(b, axis=-1) + eps))
+
+
+def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, concentration: float = 1.0,
+              steps: int = 400, lr_w: float = 0.1, lr_ratio: float = 1.0, record_every: int = 1,
+              temperature: float = 1.0) -> dict[str, np.ndarray]:
+    """Train the toy block (:func:`joma_lib.block.invariant_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
+    compare its logits with Theorem 1 (``b-bar`` = mean attention at ``t = 0`` for softmax); ``temperature``
+    is the attention's ``T``.
+
+    Returns ``steps``; ``z`` and ``z_hat`` (n, M_C); ``nc`` = NC(z-hat, z) (n,); ``residual`` (the invariant
+    scaled by ``eta_z / eta_w``) and ``residual_unscaled`` (ratio ignored), see
+    :func:`joma_lib.invariants.invariant_residual`.
+    """
+    lr_ratio = check_float("lr_ratio", lr_ratio, 0, low_open=True)
+    lr_w = check_float("lr_w", lr_w, 0, low_open=True)
+    spec, X, y, state = invariant_toy(attention, phi, check_int("seed", seed, 0), concentration=concentration,
+                                      temperature=temperature)
+    traj = train(spec, X, y, state, steps, lr_z=lr_ratio * lr_w, lr_w=lr_w, record_every=record_every)
+    V = traj.V(spec.embeddings()[0])
+    kw: dict[str, Any] = {"attention": attention, "temperature": spec.temperature,
+                          "b_bar": reference_mean_attention(spec, traj.z[0], X)}
+    z_hat = predicted_logits(V, traj.z[0], V[0], lr_ratio=lr_ratio, **kw)[:, 0]
+    return {
+        "steps": traj.times,
+        "z": traj.z[:, 0],
+        "z_hat": z_hat,
+        "nc": normalized_correlation(z_hat, traj.z[:, 0]),
+        "residual": invariant_residual(traj.z, V, lr_ratio=lr_ratio, **kw)[:, 0],
+        "residual_unscaled": invariant_residual(traj.z, V, lr_ratio=1.0, **kw)[:, 0],
+    }
+
+
+def flow_check(attention: str = "exp", phi: str = "identity", lr_ratio: float = 1.0, t_end: float = 20.0,
+               n_points: int = 21) -> dict[str, np.ndarray]:
+    """Gradient flow of the toy block (``eta_w = 1``, ``eta_z = lr_ratio``) and Theorem 1 along it.
+
+    Smooth ``phi`` use DOP853 at ``rtol = 1e-10``; ReLU uses RK4 with ``dt = 0.02`` (its vector field jumps
+    where a pre-activation crosses 0, which an adaptive solver resolves only at great cost). Returns
+    ``times``, ``z`` (n, M_C), ``V`` (n, M_C, K), ``residual`` (scaled by ``lr_ratio``) and
+    ``residual_unscaled`` (n,).
+    """
+    spec, X, y, state = invariant_toy(attention, phi)
+    traj = gradient_flow(spec, X, y, state, np.linspace(0, check_float("t_end", t_end, 0, low_open=True),
+                                                         check_int("n_points", n_points, 2)),
+                         lr_z=lr_ratio, lr_w=1.0, method="rk4" if phi == "relu" else "dop853")
+    V = traj.V(spec.embeddings()[0])
+    return {"times": traj.times, "z": traj.z[:, 0], "V": V[:, 0],
+            "residual": invariant_residual(traj.z, V, attention, lr_ratio=lr_ratio)[:, 0],
+            "residual_unscaled": invariant_residual(traj.z, V, attention)[:, 0]}

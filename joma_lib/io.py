@@ -23,6 +23,14 @@ class InputUnavailableError(RuntimeError):
     """
 
 
+class InputCorruptError(RuntimeError):
+    """An external input was found but fails its check (e.g. a truncated download with the wrong sha256).
+
+    Unlike :class:`InputUnavailableError` this is an error to repair, so ``verify`` reports it as one; the book
+    still falls back to the committed reference data, with a note that names the damaged file.
+    """
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds."""
@@ -36,6 +44,26 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def writable_dir(path: str | os.PathLike[str], name: str = "out") -> Path:
+    """Create the folder ``path`` if needed and prove it writable; return it.
+
+    Called before any long computation that will save into ``path``, so that a file in the way, a folder that
+    cannot be created or written, or an empty name fails at once with a :class:`ValueError` naming ``name``.
+    """
+    if not str(path).strip():
+        raise ValueError(f"{name} must name a folder, got an empty string")
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{name} must be a folder, but {folder} is a file")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ValueError(f"{name} must be a writable folder, but {folder} is not ({err.strerror or err})") from None
+    return folder
 
 
 def write_npz(path: Path, data: Mapping[str, np.ndarray]) -> None:

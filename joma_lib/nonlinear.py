@@ -27,8 +27,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtr
 
-from joma_lib.dynamics import as_finite_array, check_times, integrate_autonomous
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.ode import integrate_autonomous
+from joma_lib.validation import as_finite_array, check_choice, check_float, check_int, check_times
 
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 

@@ -10,7 +10,8 @@ context", this expectation factorises exactly into
 * **co-occurrence** ``P[l | m]``: how often ``l`` appears with the query.
 
 This module builds a small explicit token distribution, computes the three quantities
-exactly, checks the identity by Monte Carlo, and feeds the saliencies to Theorem 2's closed
+exactly, estimates each of them by Monte Carlo from its own independent samples (so the factorisation is
+tested, not assumed: :func:`monte_carlo_factors`), and feeds the saliencies to Theorem 2's closed
 form to show that the most salient token takes the attention.
 
 The token model (targets, presence probabilities, gradient ``g = 1[y = target] - 1/C`` of a
@@ -24,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from joma_lib.dynamics import SQRT_PI_OVER_2, as_finite_array, attention_entropy, linear_closed_form
-from joma_lib.validation import check_float, check_int
+from joma_lib.dynamics import SQRT_PI_OVER_2, linear_closed_form, row_entropy
+from joma_lib.validation import as_finite_array, check_float, check_int
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,9 @@ def discriminancy(model: TokenModel) -> np.ndarray:
 def saliency(model: TokenModel) -> np.ndarray:
     """``Delta_lm = E_{q=m}[g x_l]``, computed directly from the joint distribution, shape ``(M,)``.
 
-    Equal to ``discriminancy(model) * cooccurrence(model)`` (the paper's factorisation); the
-    two are computed independently so the identity can be checked.
+    Algebraically equal to ``discriminancy(model) * cooccurrence(model)`` (the exact forms share the joint
+    distribution, so comparing them checks arithmetic only); the factorisation itself is checked against
+    independent Monte-Carlo estimates of the three quantities (:func:`monte_carlo_factors`).
     """
     return np.einsum("y,y,yl->l", model.class_prob, model.grad, model.presence)
 
@@ -147,6 +149,47 @@ def monte_carlo_saliency(model: TokenModel, n_samples: int = 200_000, grad_noise
 
 
 @dataclass(frozen=True)
+class FactorEstimate:
+    """Independent Monte-Carlo estimates of the two factors of the saliency, each of shape ``(M,)``.
+
+    ``discriminancy``: mean of ``g`` over the sampled sequences that contain ``l`` (``E[g | l, m]``);
+    ``cooccurrence``: fraction of sequences that contain ``l`` (``P[l | m]``), from a second, independent
+    sample; each with its standard error.
+    """
+
+    discriminancy: np.ndarray
+    discriminancy_stderr: np.ndarray
+    cooccurrence: np.ndarray
+    cooccurrence_stderr: np.ndarray
+
+    def factorisation_z(self, saliency_estimate: SaliencyEstimate) -> np.ndarray:
+        """``(E[g x_l] - E[g|l] P[l]) / s.e.`` per token, all three from independent samples.
+
+        The product's variance is taken to first order (``P^2 var(E) + E^2 var(P)``); under the
+        factorisation the scores are approximately standard normal.
+        """
+        product = self.discriminancy * self.cooccurrence
+        var = (self.cooccurrence * self.discriminancy_stderr) ** 2 + (self.discriminancy * self.cooccurrence_stderr) ** 2
+        return (saliency_estimate.indicator - product) / np.sqrt(var + saliency_estimate.stderr ** 2)
+
+
+def monte_carlo_factors(model: TokenModel, n_samples: int = 200_000, grad_noise: float = 0.5,
+                        seed: int = 0) -> FactorEstimate:
+    """Estimate ``E[g | l, m]`` and ``P[l | m]`` by Monte Carlo, each from its own sample (seeds ``seed + 1``
+    and ``seed + 2``, independent of :func:`monte_carlo_saliency` with ``seed``)."""
+    seed = check_int("seed", seed, 0)
+    _, x, g = sample_tokens(model, n_samples, grad_noise, seed + 1)
+    count = x.sum(axis=0)
+    if np.any(count < 2):
+        raise ValueError(f"n_samples={n_samples} is too small: some token appears fewer than twice")
+    mean = (g[:, None] * x).sum(axis=0) / count
+    var = ((g[:, None] - mean) ** 2 * x).sum(axis=0) / (count - 1)
+    _, x2, _ = sample_tokens(model, n_samples, grad_noise, seed + 2)
+    p = x2.mean(axis=0)
+    return FactorEstimate(mean, np.sqrt(var / count), p, np.sqrt(p * (1 - p) / x2.shape[0]))
+
+
+@dataclass(frozen=True)
 class SalientWins:
     """Theorem 2 run on a token model.
 
@@ -177,4 +220,4 @@ def salient_token_dynamics(model: TokenModel, n_times: int = 200, min_gap: float
     logits = np.log(cooccurrence(model)) + 0.5 * v * v
     b = np.exp(logits - logits.max(axis=1, keepdims=True))
     b /= b.sum(axis=1, keepdims=True)
-    return SalientWins(t, gap, v, b, np.asarray(attention_entropy(b)))
+    return SalientWins(t, gap, v, b, np.asarray(row_entropy(b)))

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 
@@ -63,3 +65,53 @@ def check_choice(name: str, value: T, choices: Iterable[T]) -> T:
     if value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+def as_finite_array(name: str, value: object, min_ndim: int = 0, nonzero: bool = False) -> np.ndarray:
+    """``value`` as a float64 array with at least ``min_ndim`` axes, all finite; ValueError otherwise.
+
+    ``nonzero=True`` additionally demands that every entry is non-zero.
+    """
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of finite numbers, got {value!r}") from exc
+    if arr.ndim < min_ndim or (min_ndim > 0 and arr.shape[-1] == 0):
+        raise ValueError(f"{name} must be an array with at least {min_ndim} axis/axes and a non-empty last axis, "
+                         f"got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must contain only finite numbers, got {value!r}")
+    if nonzero and np.any(arr == 0):
+        raise ValueError(f"{name} must have no zero entries, got {value!r}")
+    return arr
+
+
+def check_broadcast(name: str, value: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """``value`` broadcast to ``shape`` (``what`` says whose shape it is); ValueError naming ``name`` otherwise."""
+    try:
+        if np.broadcast_shapes(value.shape, shape) == shape:
+            return np.broadcast_to(value, shape)
+    except ValueError:
+        pass
+    raise ValueError(f"{name} of shape {value.shape} must broadcast to {what} {shape}")
+
+
+def check_fractions(name: str, value: object, n: int) -> tuple[float, ...]:
+    """``n`` fractions in ``[0, 1]`` whose sum is at most 1 (e.g. train/valid shares of a split)."""
+    if not isinstance(value, (tuple, list)) or len(value) != n:
+        raise ValueError(f"{name} must be a tuple of {n} fractions in [0, 1] with sum <= 1, got {value!r}")
+    fractions = tuple(check_float(f"{name}[{i}]", f, 0.0, 1.0) for i, f in enumerate(value))
+    if sum(fractions) > 1.0:
+        raise ValueError(f"{name} must sum to at most 1 (the rest is the last part), got {value!r}")
+    return fractions
+
+
+def check_times(name: str, t: object) -> np.ndarray:
+    """A 1-D, non-negative, non-decreasing array of times; ValueError otherwise."""
+    t = as_finite_array(name, t)
+    t = np.atleast_1d(t)
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of times, got shape {t.shape}")
+    if np.any(t < 0) or np.any(np.diff(t) < 0):
+        raise ValueError(f"{name} must be non-negative and non-decreasing, got {t!r}")
+    return t

@@ -20,15 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.figures.wikitext import (
-    entropy_panels,
-    make_fig6,
-    make_fig8,
-    panel_summary,
-    panel_title,
-    plot_entropy_panels,
-    plot_fig6,
-)
+from joma_lib.figures.sweep_plots import entropy_panels, panel_summary, panel_title, plot_entropy_panels, plot_fig6
+from joma_lib.figures.wikitext import make_fig6, make_fig8
 from joma_lib.lm import authors
 from joma_lib.lm.authors import (
     OFFICIAL_FILES,
@@ -52,7 +45,8 @@ SMALL = "wikitext2_multilayer_lr_small.pt"
 
 @pytest.fixture(autouse=True)
 def offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No hub access, and a private cache so no test reads or writes the user's."""
+    """No hub access, a private cache so no test reads or writes the user's, no download failures remembered."""
+    monkeypatch.setattr(authors, "_FAILED_DOWNLOADS", {})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("JOMA_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("JOMA_OFFICIAL_DIR", raising=False)

@@ -1,30 +1,38 @@
-"""The kernel-free explorer in a real browser: headless Debian Chromium, driven by Playwright.
+"""The built book in a real browser: headless Debian Chromium, driven by Playwright.
 
 Needs the built book (``JOMA_BOOK_HTML``, default ``_build/html``; CI builds it first), the
 ``chromium`` Debian package and the ``playwright`` Python package (``.ci/browser_setup.sh``
-installs both; Playwright never downloads a browser here). Serves the HTML on 127.0.0.1, moves
-the explorer's temperature slider and clicks its "linear" button, and checks that the plotted
-curves become those of the precomputed grid at the new setting, and that the page asked no host
-other than the local server for anything.
+installs both; Playwright never downloads a browser here).
+
+Every page of the book is loaded from a static server on 127.0.0.1 at a desktop (1280 px) and a
+phone (390 px) width, and checked for: JavaScript errors in the console, requests to any other host,
+horizontal overflow, and empty outputs (a cell output or plot of no height, e.g. a widget with no
+widget manager, or an image that did not load). On the pages with a kernel-free explorer, the
+explorer is also driven from ``file://`` (no server): moving a slider and clicking a button must
+change the plotted data to the grid cell the controls point at, as the registered grid data say,
+within the redraw budget.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
 import pytest
 
-from joma_lib.explorable import MODES
+from joma_lib.explorable import FIG4_INITIAL, MODES, Explorer, fig4_explorer
 from joma_lib.figures import load_reference
+from joma_lib.figures.explore import hierarchy_explorer, thm1_explorer, wikitext_explorer
 
 pytestmark = pytest.mark.browser
 
@@ -34,37 +42,50 @@ CHROMIUM = os.environ.get("JOMA_CHROMIUM", "/usr/bin/chromium")
 # As root, on a machine without network: no sandbox, no GPU, and none of Chromium's own background traffic.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage"]
+                  "--disable-dev-shm-usage", "--allow-file-access-from-files"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-# sphinx-thebe and the book theme both declare this constant on every page of a JB 1 book; not ours.
-KNOWN_THEME_ERRORS = ("Identifier 'THEBE_JS_URL' has already been declared",)
+WIDTHS = {"desktop": 1280, "phone": 390}
+REDRAW_BUDGET_MS = 150.0  # median over a few redraws, in CI's browser
+# Errors of the book theme on every page (issue 12b fixes them). test_page_is_clean reports them (xfail until then);
+# the explorer tests ignore them so that they test the explorers.
+EXPLICIT = "JOMA_BOOK_HTML" in os.environ
+ROOT = Path(os.environ.get("JOMA_BOOK_HTML", "_build/html")).resolve()
 
-GRAPH = "document.querySelector('.plotly-graph-div')"
+
+def _pages() -> list[str]:
+    """The book's pages (paths under the HTML root): the landing page, the chapters, search and index."""
+    if not ROOT.is_dir():
+        return []
+    found = [p for p in ROOT.glob("*.html")] + sorted(ROOT.glob("book/*.html"))
+    return sorted(str(p.relative_to(ROOT)) for p in found)
 
 
-@pytest.fixture(scope="module")
-def page_path() -> tuple[Path, str]:
-    """(served root, path of the explorer page under it); skips when the book or the browser is missing.
+PAGES = _pages()
+CHECKS = ("console", "external", "overflow", "empty")
 
-    With ``JOMA_BOOK_HTML`` set (CI), a page without the explorer fails the test; with the default
-    ``_build/html`` it only skips, since a local build may simply predate the page.
-    """
-    explicit = "JOMA_BOOK_HTML" in os.environ
-    root = Path(os.environ.get("JOMA_BOOK_HTML", "_build/html")).resolve()
-    for rel in ("book/explore.html", "explore.html"):  # full book / single-page build
-        if (root / rel).is_file():
-            break
-    else:
-        pytest.skip(f"no built explorer page under {root} (build the book first, then set JOMA_BOOK_HTML)")
-    if 'id="joma-explorer"' not in (root / rel).read_text(encoding="utf-8"):
-        message = f"{root / rel} has no explorer (id joma-explorer)"
-        if explicit:
-            pytest.fail(message)
-        pytest.skip(f"{message}: the build in {root} is older than the page; rebuild the book")
+# (page, width, check) pairs known to fail. strict=True: once fixed, the xfail itself fails, so the mark must
+# then be removed. Seen failing on the fresh build of main.
+_MATH = "a display equation overflows the phone column by a few px"
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
+    ("book/theorems3_4.html", "phone", "overflow"): _MATH,
+    ("book/hierarchy.html", "phone", "overflow"): _MATH,
+    ("book/fig7.html", "phone", "overflow"): "a code cell's line overflows the phone column by 44 px",
+}
+
+
+def _missing(message: str) -> None:
+    """A page the test needs is not built: a failure in CI (``JOMA_BOOK_HTML`` set), a skip locally."""
+    if EXPLICIT:
+        pytest.fail(message)
+    pytest.skip(f"{message}; build the book (a local build may predate the page)")
+
+
+def _require_book() -> None:
+    if not PAGES:
+        _missing(f"no built book under {ROOT} (set JOMA_BOOK_HTML to it)")
     if CHROMIUM != "bundled" and not Path(CHROMIUM).is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (run .ci/browser_setup.sh)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (run .ci/browser_setup.sh)")
-    return root, rel
 
 
 def _free_port() -> int:
@@ -74,12 +95,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def base_url(page_path) -> Iterator[str]:
-    """A static file server on 127.0.0.1, started and stopped by its pid."""
-    root, _ = page_path
+def base_url() -> Iterator[str]:
+    """A static file server on 127.0.0.1 over the built book, started and stopped by its pid."""
+    _require_book()
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                               "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "--directory", str(ROOT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 15
         while True:
@@ -101,7 +122,8 @@ def base_url(page_path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Any]:
+    _require_book()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -113,86 +135,226 @@ def browser() -> Iterator[object]:
             chromium.close()
 
 
-def _state(page) -> dict:
-    """What the explorer shows now: control positions, title, and the plotted y data."""
-    return page.evaluate(f"""() => {{
-        const gd = {GRAPH};
-        return {{sliders: gd.layout.sliders.map(s => s.active), mode: gd.layout.updatemenus[0].active,
-                 n_temperatures: gd.layout.sliders[1].steps.length, title: gd.layout.title.text,
-                 ys: gd.data.map(t => Array.from(t.y)), visible: gd.data.map(t => t.visible)}};
-    }}""")
+def _is_external(url: str) -> bool:
+    """Anything but file:, data:, blob:, about: or the local server."""
+    parts = urlparse(url)
+    if parts.scheme in ("file", "data", "blob", "about", "chrome-extension"):
+        return False
+    return parts.hostname not in LOCAL_HOSTS
 
 
-def _expected(state: dict, reference: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Entropy curve and components v_j(t) of the grid cell the controls point at."""
-    (s, k), m = state["sliders"], state["mode"]
-    return reference["entropy"][m, s, k].astype(float), reference["v"][m, s, k].astype(float).T
+# In the page: elements of no height that should have one. Outputs inside a closed <details> (hide-output) and
+# outputs of hidden cells are legitimately 0 px; everything else that is an output must show something.
+_EMPTY_OUTPUTS_JS = """() => {
+  const shown = el => !el.closest('details:not([open])') && getComputedStyle(el).display !== 'none';
+  const bad = [];
+  document.querySelectorAll('.cell_output').forEach((el, i) => {
+    if (shown(el) && el.getBoundingClientRect().height < 1) bad.push('cell output #' + i + ' has no height');
+  });
+  document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"], .jupyter-widgets')
+    .forEach(() => bad.push('a widget view (needs a widget manager the page does not load)'));
+  document.querySelectorAll('.plotly-graph-div').forEach(el => {
+    if (el.getBoundingClientRect().height < 100) bad.push('plot #' + el.id + ' is not drawn');
+  });
+  document.querySelectorAll('[id$="-fallback"]').forEach(el => bad.push('explorer note still shown: ' + el.id));
+  document.querySelectorAll('img').forEach(img => {
+    if (shown(img) && img.complete && img.naturalWidth === 0) bad.push('image did not load: ' + img.src.slice(0, 80));
+  });
+  return bad;
+}"""
 
 
-def _assert_plots_cell(state: dict, reference: dict) -> None:
-    entropy, v = _expected(state, reference)
-    d = v.shape[0]
-    np.testing.assert_allclose(state["ys"][d], entropy, rtol=1e-3, atol=1e-30)  # 4 significant digits
-    np.testing.assert_allclose(np.array(state["ys"][:d]), v, rtol=1e-3, atol=1e-30)
-
-
-def test_explorer_slider_and_button_change_the_plotted_data(page_path, base_url, browser):
-    _, rel = page_path
-    reference = load_reference("c-explorer-grid")
-    requests: list[str] = []
-    errors: list[str] = []
-    context = browser.new_context(viewport={"width": 1300, "height": 1000})
+@functools.cache
+def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, list[str]]:
+    """Load one page at one width and collect what each check looks at."""
+    findings: dict[str, list[str]] = {check: [] for check in CHECKS}
+    context = browser.new_context(viewport={"width": WIDTHS[width], "height": 900})
     try:
-        page = context.new_page()
-        page.on("request", lambda request: requests.append(request.url))
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        # Answer nothing from outside: a request that leaves 127.0.0.1 fails fast and is reported below.
-        context.route(lambda url: urlparse(url).hostname not in LOCAL_HOSTS, lambda route: route.abort())
-        page.goto(f"{base_url}/{rel}", wait_until="load")
-        page.wait_for_function(f"{GRAPH} !== null && {GRAPH}.data !== undefined", timeout=30_000)
-        page.locator(".plotly-graph-div").scroll_into_view_if_needed()
+        tab = context.new_page()
+        tab.on("console", lambda msg: msg.type == "error" and findings["console"].append(msg.text))
+        tab.on("pageerror", lambda error: findings["console"].append(str(error)))
+        tab.on("request", lambda request: _is_external(request.url) and findings["external"].append(request.url))
+        # Answer nothing from outside: a request that leaves 127.0.0.1 fails fast (and is reported above).
+        context.route(_is_external, lambda route: route.abort())
+        tab.goto(f"{base_url}/{page}", wait_until="load")
+        tab.wait_for_timeout(300)  # let the theme's and the explorers' scripts run
+        overflow = tab.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        if overflow > 1:
+            wide = tab.evaluate("""(w) => Array.from(document.querySelectorAll('body *'))
+                .filter(el => el.getBoundingClientRect().right > w + 1 && el.getClientRects().length)
+                .slice(0, 3).map(el => el.tagName.toLowerCase() + '.' + String(el.className).slice(0, 40))""",
+                                WIDTHS[width])
+            findings["overflow"].append(f"{overflow} px wider than the window, e.g. {wide}")
+        findings["empty"] = tab.evaluate(_EMPTY_OUTPUTS_JS)
+    finally:
+        context.close()
+    return findings
 
-        assert page.evaluate("document.getElementById('joma-explorer-fallback')") is None  # plot drawn
-        before = _state(page)
-        assert before["mode"] == MODES.index("nonlinear") and before["sliders"][1] < before["n_temperatures"] - 1
-        _assert_plots_cell(before, reference)  # the page opens on the paper's Figure 4 setting
 
-        # Move the temperature slider to its last stop by clicking the right end of its rail.
-        rail = page.locator(".slider-rail-touch-rect").nth(1).bounding_box()
-        page.mouse.click(rail["x"] + 0.99 * rail["width"], rail["y"] + rail["height"] / 2)
-        page.wait_for_function(f"{GRAPH}.layout.title.text !== {before['title']!r}", timeout=10_000)
-        after_slider = _state(page)
-        assert after_slider["sliders"] == [before["sliders"][0], before["n_temperatures"] - 1]
+def _cases() -> list[Any]:
+    if not PAGES:
+        return [pytest.param("<no book>", "desktop", check, id=f"no-book-{check}") for check in CHECKS]
+    cases = []
+    for page in PAGES:
+        for width in WIDTHS:
+            for check in CHECKS:
+                reason = KNOWN_FAILURES.get((page, width, check))
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                cases.append(pytest.param(page, width, check, marks=marks, id=f"{page}-{width}-{check}"))
+    return cases
+
+
+@pytest.mark.parametrize("page, width, check", _cases())
+def test_page_is_clean(page, width, check, browser, base_url):
+    """No console error, no external request, no horizontal overflow, no empty output."""
+    problems = _visit(browser, base_url, page, width)[check]
+    assert not problems, f"{page} at {WIDTHS[width]} px, {check}: {problems}"
+
+
+# --- the explorers, driven from file:// ------------------------------------------------------------
+
+
+# page -> (graph div id, registered grid, the view the page builds from it)
+EXPLORERS: dict[str, tuple[str, str, Callable[[dict[str, np.ndarray]], Explorer]]] = {
+    "book/explore.html": ("joma-explorer", "c-explorer-grid", fig4_explorer),
+    "book/theorem1.html": ("thm1-explorer", "c-thm1-grid", thm1_explorer),
+    "book/hierarchy.html": ("hierarchy-explorer", "c-hierarchy-grid", hierarchy_explorer),
+    "book/wikitext.html": ("wikitext-explorer", "c-wikitext-grid", wikitext_explorer),
+}
+
+
+def _state(tab: Any, div_id: str) -> dict[str, Any]:
+    """What the explorer shows now: control positions, cell, title, plotted data, last redraw time."""
+    return tab.evaluate("""(id) => {
+        const gd = document.getElementById(id);
+        return {sliders: (gd.layout.sliders || []).map(s => s.active),
+                menus: (gd.layout.updatemenus || []).map(m => m.active),
+                cell: gd.getAttribute('data-cell'), redraw_ms: gd.getAttribute('data-redraw-ms'),
+                title: gd.layout.title.text, ys: gd.data.map(t => Array.from(t.y)),
+                visible: gd.data.map(t => t.visible !== false)};
+    }""", div_id)
+
+
+def _redraw_times(tab: Any, div_id: str, n: int = 9) -> list[float]:
+    """Milliseconds of ``n`` redraws, stepping the last slider through its stops (as its events would)."""
+    return tab.evaluate("""([id, n]) => {
+        const gd = document.getElementById(id), slider = gd.layout.sliders[gd.layout.sliders.length - 1];
+        const out = [];
+        for (let i = 0; i < n; i++) {
+            slider.active = (slider.active + 1) % slider.steps.length;
+            gd.emit('plotly_sliderchange', {slider: slider});
+            out.push(parseFloat(gd.getAttribute('data-redraw-ms')));
+        }
+        return out;
+    }""", [div_id, n])
+
+
+def _index(explorer: Explorer, state: dict[str, Any]) -> tuple[int, ...]:
+    """The grid cell the controls point at (sliders and button rows in the explorer's order)."""
+    sliders, menus = iter(state["sliders"]), iter(state["menus"])
+    return tuple(next(sliders) if c.kind == "slider" else next(menus) for c in explorer.controls)
+
+
+def _assert_shows_cell(explorer: Explorer, state: dict[str, Any]) -> None:
+    """The browser's traces are the grid's data at the controls' cell (as the Python figure draws it)."""
+    index = _index(explorer, state)
+    expected = explorer.figure({c.key: c.values[i] for c, i in zip(explorer.controls, index)})
+    assert state["title"] == expected.layout.title.text
+    for k, (got, trace) in enumerate(zip(state["ys"], expected.data)):
+        want = [np.nan if v is None else v for v in trace.y]
+        np.testing.assert_allclose([np.nan if v is None else v for v in got], want, rtol=1e-9, equal_nan=True,
+                                   err_msg=f"trace {k} ({trace.name})")
+        assert state["visible"][k] == (trace.visible is not False), f"visibility of trace {k} ({trace.name})"
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+@pytest.mark.parametrize("page", list(EXPLORERS))
+def test_explorer_reacts_to_its_controls_from_file_url(page, width, browser):
+    """Move the last slider to its end, then click another button: the data change to the right cell, fast."""
+    div_id, fig_id, view = EXPLORERS[page]
+    if not (ROOT / page).is_file() or f'id="{div_id}"' not in (ROOT / page).read_text(encoding="utf-8"):
+        _missing(f"{ROOT / page} is missing or has no explorer (id {div_id})")
+    explorer = view(load_reference(fig_id))
+    errors: list[str] = []
+    context = browser.new_context(viewport={"width": WIDTHS[width], "height": 1000})
+    try:
+        tab = context.new_page()
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto((ROOT / page).as_uri(), wait_until="load")
+        graph = f"document.getElementById('{div_id}')"
+        tab.wait_for_function(f"{graph} && {graph}.data !== undefined && {graph}.layout.sliders", timeout=30_000)
+        tab.locator(f"#{div_id}").scroll_into_view_if_needed()
+        before = _state(tab, div_id)
+        _assert_shows_cell(explorer, before)  # the page opens on its initial cell, drawn from the grid
+
+        sliders = tab.locator(f"#{div_id} .slider-rail-touch-rect")
+        last = sliders.count() - 1
+        assert last >= 0, "the explorer has no slider"
+        position = before["sliders"][last]
+        n_stops = len([c for c in explorer.controls if c.kind == "slider"][last].values)
+        target = 0.01 if position == n_stops - 1 else 0.99
+        sliders.nth(last).scroll_into_view_if_needed()
+        rail = sliders.nth(last).bounding_box()
+        tab.mouse.click(rail["x"] + target * rail["width"], rail["y"] + rail["height"] / 2)
+        tab.wait_for_function(f"{graph}.getAttribute('data-cell') !== null", timeout=10_000)
+        after_slider = _state(tab, div_id)
+        assert after_slider["sliders"][last] != position, "the slider did not move"
         assert after_slider["ys"] != before["ys"], "moving the slider did not change the plotted data"
-        _assert_plots_cell(after_slider, reference)
+        _assert_shows_cell(explorer, after_slider)
 
-        # Click "linear (Theorem 2)": the curves switch to the linear update and the fixed-point line hides.
-        page.get_by_text("linear (Theorem 2)", exact=True).click()
-        page.wait_for_function(f"{GRAPH}.layout.updatemenus[0].active === {MODES.index('linear')}", timeout=10_000)
-        page.wait_for_function(f"{GRAPH}.layout.title.text !== {after_slider['title']!r}", timeout=10_000)
-        after_button = _state(page)
-        assert after_button["ys"] != after_slider["ys"]
-        _assert_plots_cell(after_button, reference)
-        assert after_button["visible"][-1] is False
-        assert after_button["ys"][-2][-1] < 1e-3  # linear: the entropy ends near zero (winner takes all)
+        buttons = [c for c in explorer.controls if c.kind == "buttons"]
+        if buttons:
+            active = after_slider["menus"][0]
+            label = buttons[0].stop_labels[(active + 1) % len(buttons[0].values)]
+            tab.locator(f"#{div_id}").get_by_text(label, exact=True).click()
+            tab.wait_for_function(f"{graph}.layout.updatemenus[0].active !== {active}", timeout=10_000)
+            tab.wait_for_function(f"{graph}.layout.title.text !== {after_slider['title']!r}", timeout=10_000)
+            after_button = _state(tab, div_id)
+            assert after_button["ys"] != after_slider["ys"], "clicking a button did not change the plotted data"
+            _assert_shows_cell(explorer, after_button)
+        redraws = _redraw_times(tab, div_id)
+        assert np.median(redraws) < REDRAW_BUDGET_MS, f"redraw times (ms): {redraws}"
+    finally:
+        context.close()
+    assert not errors, f"JavaScript errors on {page}: {errors}"
+
+
+def test_fig4_explorer_behaviour_in_the_browser(browser):
+    """The Fig. 4 page opens on the paper's setting, and its linear button ends with one winner."""
+    page = "book/explore.html"
+    if not (ROOT / page).is_file():
+        _missing(f"{ROOT / page} is missing")
+    explorer = fig4_explorer(load_reference("c-explorer-grid"))
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    try:
+        tab = context.new_page()
+        tab.goto((ROOT / page).as_uri(), wait_until="load")
+        tab.wait_for_function("document.getElementById('joma-explorer')?.data !== undefined", timeout=30_000)
+        state = _state(tab, "joma-explorer")
+        assert _index(explorer, state) == explorer.cell(FIG4_INITIAL)
+        tab.locator("#joma-explorer").get_by_text("linear (Theorem 2)", exact=True).click()
+        tab.wait_for_function(f"document.getElementById('joma-explorer').layout.updatemenus[0].active === "
+                              f"{MODES.index('linear')}", timeout=10_000)
+        tab.wait_for_function(f"document.getElementById('joma-explorer').layout.title.text !== {state['title']!r}",
+                              timeout=10_000)
+        linear = _state(tab, "joma-explorer")
+        d = load_reference("c-explorer-grid")["mu"].shape[1]
+        assert linear["ys"][d][-1] < 1e-3  # linear: the entropy ends near zero (winner takes all)
+        assert linear["visible"][d + 1] is False  # no fixed-point line for the linear update
     finally:
         context.close()
 
-    outside = sorted({url for url in requests if urlparse(url).scheme in ("http", "https", "ws", "wss")
-                      and urlparse(url).hostname not in LOCAL_HOSTS})
-    assert not outside, f"the page requested non-local resources: {outside}"
-    ours = [e for e in errors if not any(known in e for known in KNOWN_THEME_ERRORS)]
-    assert not ours, f"JavaScript errors on the page: {ours}"
 
-
-def test_built_page_has_no_remote_scripts(page_path):
+@pytest.mark.parametrize("page", list(EXPLORERS))
+def test_built_page_loads_vendored_plotly_and_no_remote_script(page):
     """The HTML itself: every <script src> is relative (served from the book), and plotly.js is vendored."""
-    root, rel = page_path
-    html = (root / rel).read_text(encoding="utf-8")
+    if not (ROOT / page).is_file():
+        _missing(f"{ROOT / page} is missing")
+    html = (ROOT / page).read_text(encoding="utf-8")
     sources = re.findall(r"<script[^>]*\bsrc=\"([^\"]+)\"", html)
     remote = [s for s in sources if re.match(r"(https?:)?//", s)]
     assert not remote, f"scripts loaded from other hosts: {remote}"
-    plotly = [s for s in sources if re.search(r"plotly-[\d.]+\.min\.js$", s)]
-    assert plotly, "the page does not load the vendored plotly.js (is joma_lib.sphinx_plotly enabled?)"
-    assert (root / rel).parent.joinpath(plotly[0]).resolve().is_file()
-
+    plotly = [s.split("?")[0] for s in sources if re.search(r"plotly-[\d.]+\.min\.js(\?|$)", s)]
+    assert plotly, "the page does not load the vendored plotly.js (is the _ext/sphinx_plotly extension enabled?)"
+    assert (ROOT / page).parent.joinpath(plotly[0]).resolve().is_file()
+    assert "application/vnd.jupyter.widget-state+json" not in html, "the page embeds ipywidgets state"

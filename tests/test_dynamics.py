@@ -8,20 +8,20 @@ from scipy.integrate import solve_ivp
 from scipy.special import erf
 
 from joma_lib.dynamics import (
-    attention_entropy,
     blowup_time,
     convergence_rate_ratio,
     erf_ratio,
     fig4_mu,
-    integrate_autonomous,
     integrate_linear,
     integrate_nonlinear,
     linear_closed_form,
     linear_limits,
+    row_entropy,
     saliency_profile,
     simulate_softmax_attention,
     softmax_attention,
 )
+from joma_lib.ode import integrate_autonomous
 
 DELTA = np.array([1.0, 0.7, 0.4, -0.3, 0.05])
 FRACTIONS = np.array([0.0, 0.2, 0.5, 0.9, 0.99, 0.999])
@@ -136,7 +136,7 @@ def test_fig4_entropy_shape(fig4_run):
     assert h[i_min] == pytest.approx(0.9416, abs=1e-3)
     assert h[-1] - h[i_min] >= 0.2
     assert h[-1] == pytest.approx(1.5493, abs=1e-3)
-    limit = attention_entropy(softmax_attention(mu, 3.0))
+    limit = row_entropy(softmax_attention(mu, 3.0))
     assert limit == pytest.approx(1.6216, abs=1e-3)
     assert h[-1] <= limit + 0.02 and np.all(np.diff(h[1000:]) > 0)  # rises towards the fixed point
 
@@ -206,7 +206,7 @@ def test_saliency_profile():
     (lambda: simulate_softmax_attention([1.0, 2.0], record_every=0), "record_every"),
     (lambda: simulate_softmax_attention([1.0, 2.0], nonlinear="yes"), "nonlinear"),
     (lambda: simulate_softmax_attention("abc"), "mu"),
-    (lambda: attention_entropy([0.5, -0.1]), "non-negative"),
+    (lambda: row_entropy([0.5, -0.1]), "non-negative"),
     (lambda: fig4_mu(-1), "seed"),
     (lambda: saliency_profile("zipf"), "kind"),
     (lambda: saliency_profile("geometric", low=0.0), "low"),

@@ -64,7 +64,7 @@ def test_reference_beyond_tolerance_fails_and_names_the_figure(toy_registry, cap
     harness.update_reference("c-toy")
     ref = harness.load_reference("c-toy")
     ref["y"] = ref["y"] * (1 + 1e-4)  # 100x the tolerance
-    harness.write_npz(toy_registry / "c-toy.npz", ref)
+    harness.write_reference("c-toy", ref)
     result = harness.verify("c-toy")
     assert not result.passed and result.worst_array == "y" and result.ratio > 10
     assert main(["verify", "c-toy"]) == 1
@@ -76,16 +76,16 @@ def test_deviation_within_tolerance_passes(toy_registry):
     harness.update_reference("c-toy")
     ref = harness.load_reference("c-toy")
     ref["y"] = ref["y"] * (1 + 1e-7)
-    harness.write_npz(toy_registry / "c-toy.npz", ref)
+    harness.write_reference("c-toy", ref)
     assert harness.verify("c-toy").passed
 
 
 def test_shape_or_name_change_fails(toy_registry):
     harness.update_reference("c-toy")
     ref = harness.load_reference("c-toy")
-    harness.write_npz(toy_registry / "c-toy.npz", {"x": ref["x"], "y": np.append(ref["y"], 0.0)})
+    harness.write_reference("c-toy", {"x": ref["x"], "y": np.append(ref["y"], 0.0)})
     assert "shape" in harness.verify("c-toy").message
-    harness.write_npz(toy_registry / "c-toy.npz", {"x": ref["x"]})
+    harness.write_reference("c-toy", {"x": ref["x"]})
     assert "array names differ" in harness.verify("c-toy").message
 
 
@@ -139,7 +139,7 @@ def test_cli_runs_as_module():
 
 
 def test_unavailable_input_is_skipped_or_failed_on_request(toy_registry, capsys):
-    harness.write_npz(toy_registry / "c-offline.npz", _make_toy())
+    harness.write_reference("c-offline", _make_toy())
     assert main(["verify", "c-offline"]) == 0
     out = capsys.readouterr().out
     assert "SKIPPED (input unavailable): third-party file not found" in out and "not checked" in out
@@ -147,10 +147,54 @@ def test_unavailable_input_is_skipped_or_failed_on_request(toy_registry, capsys)
 
 
 def test_show_draws_the_reference_when_the_input_is_unavailable(toy_registry, tmp_path, capsys):
-    harness.write_npz(toy_registry / "c-offline.npz", _make_toy(scale=2.0))
+    harness.write_reference("c-offline", _make_toy(scale=2.0))
     data = harness.show("c-offline", out_dir=tmp_path / "gen")
     np.testing.assert_array_equal(data["y"], _make_toy(scale=2.0)["y"])
     assert "drawn from the reference data" in capsys.readouterr().out
     assert (tmp_path / "gen" / "c-offline.png").stat().st_size > 0
     with pytest.raises(InputUnavailableError):  # explicit parameters are never silently replaced
         harness.show("c-offline", out_dir=tmp_path / "gen", scale=3.0)
+
+
+def test_show_runs_without_the_book_build_tools(tmp_path, monkeypatch, capsys):
+    """On Colab/Binder only requirements.txt is installed: no myst_nb. A chapter must still run and show."""
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # `import myst_nb` now raises ImportError
+    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": TOY})
+    shown: list[object] = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    data = harness.show("c-toy", out_dir=tmp_path)
+    assert np.allclose(data["y"], np.sin(data["x"]))
+    assert (tmp_path / "c-toy.png").stat().st_size > 0
+    assert len(shown) == 1 and type(shown[0]).__name__ == "Image"  # the figure is displayed in place
+    harness.glue("a-number", 1.5, display=True)
+    assert "a-number = 1.5" in capsys.readouterr().out
+
+
+def test_claim_verdict_follows_its_relation_and_fails_on_nan():
+    from joma_lib.figures.registry import Claim
+
+    claim = Claim("c-toy-max", "companion", "max y below 0.9", lambda d: float(d["y"].max()), "<", 0.9)
+    data = _make_toy()
+    value, verdict = claim.evaluate(data)
+    assert value == pytest.approx(np.sin(1.0)) and verdict == "holds"
+    assert claim.evaluate({"y": np.array([0.95])})[1] == "fails"
+    assert claim.evaluate({"y": np.array([np.nan])})[1] == "fails"
+    with pytest.raises(ValueError, match="relation"):
+        Claim("c-bad", "companion", "x", lambda d: 0.0, "==", 0.0)  # type: ignore[arg-type]
+
+
+def test_large_figure_data_offers_a_gzipped_csv(tmp_path):
+    """A figure with many values offers ``.csv.gz`` (same rows as the plain CSV), small ones ``.csv``."""
+    import gzip
+
+    big = {"x": np.arange(harness.CSV_GZIP_ABOVE + 1, dtype=float) / 3}
+    small = {"x": np.arange(5, dtype=float) / 3}
+    assert harness.csv_name("c-big", big) == "c-big.csv.gz"
+    assert harness.csv_name("c-small", small) == "c-small.csv"
+    harness.write_csv(tmp_path / "big.csv.gz", big)
+    harness.write_csv(tmp_path / "big.csv", big)
+    raw = (tmp_path / "big.csv.gz").read_bytes()
+    assert gzip.decompress(raw) == (tmp_path / "big.csv").read_bytes()
+    assert len(raw) < (tmp_path / "big.csv").stat().st_size / 2
+    harness.write_csv(tmp_path / "again.csv.gz", big)
+    assert (tmp_path / "again.csv.gz").read_bytes() == raw  # byte-stable: no time stamp

@@ -8,13 +8,14 @@ import pytest
 import torch
 
 from joma_lib.block import ACTIVATIONS, invariant_toy, train
-from joma_lib.figures.theorem1 import flow_check, toy_check
 from joma_lib.invariants import (
+    flow_check,
     invariant_residual,
     mlp_potential,
     normalized_correlation,
     predicted_logits,
     softmax_terms,
+    toy_check,
 )
 
 torch.set_num_threads(1)
@@ -138,5 +139,4 @@ def test_widget_simulation_and_errors():
                          ({"attention": "cosine"}, "attention"), ({"seed": -1}, "seed")]:
         with pytest.raises(ValueError, match=name):
             simulate(**kwargs)
-    panel = invariant_panel()
-    assert len(panel.children[-1].value) > 1000  # the first PNG was drawn
+    assert invariant_panel().children  # the panel of the page builds (its behaviour: tests/test_widgets.py)

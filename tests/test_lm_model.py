@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from joma_lib.lm.data import batchify
-from joma_lib.lm.metrics import attention_entropy, evaluate, stable_rank, uniform_causal_entropy
+from joma_lib.lm.metrics import evaluate, mean_attention_entropy, stable_rank, uniform_causal_entropy
 from joma_lib.lm.model import TransformerLM, causal_mask, sinusoidal_positions
 
 torch.set_num_threads(1)
@@ -21,12 +21,12 @@ def test_entropy_of_uniform_causal_and_one_hot_attention():
     t = 35
     uniform = torch.tril(torch.ones(t, t))
     uniform = uniform / uniform.sum(-1, keepdim=True)
-    assert float(attention_entropy(uniform)) == pytest.approx(uniform_causal_entropy(t), abs=1e-5)
+    assert float(mean_attention_entropy(uniform)) == pytest.approx(uniform_causal_entropy(t), abs=1e-5)
     assert uniform_causal_entropy(t) == pytest.approx(2.632, abs=1e-3)
     one_hot = torch.eye(t)[torch.randint(0, t, (t,))]
-    assert float(attention_entropy(one_hot)) == pytest.approx(0.0, abs=1e-6)
+    assert float(mean_attention_entropy(one_hot)) == pytest.approx(0.0, abs=1e-6)
     batch = torch.stack([uniform, one_hot])  # the mean runs over sequences and query rows
-    assert float(attention_entropy(batch)) == pytest.approx(uniform_causal_entropy(t) / 2, abs=1e-5)
+    assert float(mean_attention_entropy(batch)) == pytest.approx(uniform_causal_entropy(t) / 2, abs=1e-5)
 
 
 def test_stable_rank_of_known_spectra():
@@ -102,7 +102,7 @@ def test_evaluate_matches_a_direct_computation():
     ce = [torch.nn.functional.cross_entropy(lg.reshape(-1, 50), streams[:, i + 1:i + 11].reshape(-1))
           for (lg, _), i in zip(parts, (0, 10, 20))]
     assert loss == pytest.approx(float(sum(ce) / 3), rel=1e-5)
-    assert entropy[0] == pytest.approx(float(sum(attention_entropy(m[0]) for _, m in parts) / 3), rel=1e-5)
+    assert entropy[0] == pytest.approx(float(sum(mean_attention_entropy(m[0]) for _, m in parts) / 3), rel=1e-5)
     assert 0 < entropy[0] <= uniform_causal_entropy(10) + 1e-6
 
 

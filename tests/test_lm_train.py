@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.lm.data import load_lm_data
+from joma_lib.figures.rerun import main as plot_main
+from joma_lib.lm.data import load_lm_data, n_chunks
 from joma_lib.lm.train import RunConfig, collect, load_sweep, main, train_run
 
 torch.set_num_threads(1)
@@ -73,7 +74,7 @@ def test_command_line_runs_collects_and_plots(tmp_path, tiny_data, monkeypatch, 
         assert npz["attn_entropy"].shape == (2, 3, 2) and npz["nlayers"].tolist() == [1, 2]
     data, configs = load_sweep(tmp_path / "runs")
     assert [c.n_layers for c in configs] == [1, 2]
-    assert main(["plot", str(tmp_path / "runs"), "--figure", "fig6", "-o", str(tmp_path / "fig6.png")]) == 0
+    assert plot_main([str(tmp_path / "runs"), "--figure", "fig6", "-o", str(tmp_path / "fig6.png")]) == 0
     assert (tmp_path / "fig6.png").stat().st_size > 1000
 
 
@@ -95,7 +96,7 @@ def test_unknown_choices_are_refused_by_the_parser(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["run", "--data", "wikitext5", "--out", str(tmp_path)])
     assert exc.value.code == 2
-    assert main(["plot", str(tmp_path / "missing"), "-o", str(tmp_path / "x.png")]) == 2
+    assert plot_main([str(tmp_path / "missing"), "-o", str(tmp_path / "x.png")]) == 2
 
 
 def test_wikitext_offline_runs_on_the_named_stand_in(tmp_path, monkeypatch, capsys):
@@ -118,3 +119,27 @@ def test_parallel_jobs_give_the_sequential_results(tmp_path):
         for key in seq.files:
             np.testing.assert_array_equal(seq[key], par[key], err_msg=key)
     assert main([*args, "--jobs", "0", "--out", str(tmp_path / "bad")]) == 2
+
+
+def test_adam_reset_changes_nothing_before_the_first_epoch_boundary(tmp_path):
+    """Same seed with and without the per-epoch optimiser reset: identical until the first epoch ends, then not."""
+    data = load_lm_data("ptb", 4, 3, 200, max_train_fraction=0.002)
+    epoch = n_chunks(data.train, TINY.seq_len)  # steps per pass over the training streams
+    cfg = replace(TINY, steps=2 * epoch, eval_interval=epoch // 2)
+    reset = train_run(cfg, tmp_path, device="cpu", progress=False, data=data)
+    never = train_run(replace(cfg, adam_reset="never"), tmp_path, device="cpu", progress=False, data=data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cfg.name, cfg.name + "_noreset"]
+    before = reset["minibatch"] <= epoch
+    np.testing.assert_array_equal(reset["val_loss"][before], never["val_loss"][before])
+    assert np.all(reset["val_loss"][~before] != never["val_loss"][~before])
+
+
+def test_results_stored_before_a_config_field_existed_are_reused(tmp_path, tiny_data):
+    first = train_run(TINY, tmp_path, device="cpu", progress=False, data=tiny_data)
+    meta_path = tmp_path / TINY.name / "result.json"
+    meta = json.loads(meta_path.read_text())
+    for later_field in ("arch", "n_heads", "log_checkpoints"):  # as written by an older version of the runner
+        del meta["config"][later_field]
+    meta_path.write_text(json.dumps(meta))
+    again = train_run(TINY, tmp_path, device="cpu", progress=False, data=tiny_data, stop_at=0)
+    assert again is not None and again["val_loss"].tolist() == first["val_loss"].tolist()

@@ -8,7 +8,9 @@ import pytest
 from joma_lib.saliency import (
     TokenModel,
     cooccurrence,
+    SaliencyEstimate,
     discriminancy,
+    monte_carlo_factors,
     monte_carlo_saliency,
     saliency,
     salient_token_dynamics,
@@ -23,6 +25,24 @@ def model() -> TokenModel:
 
 def test_saliency_factorises_exactly(model):
     np.testing.assert_allclose(saliency(model), discriminancy(model) * cooccurrence(model), rtol=1e-13, atol=1e-16)
+
+
+def test_factorisation_holds_for_independent_monte_carlo_estimates(model):
+    """E[g x_l], E[g | l, m] and P[l | m] from three independent samples: the product matches within MC error."""
+    est = monte_carlo_saliency(model, n_samples=100_000, seed=3)
+    factors = monte_carlo_factors(model, n_samples=100_000, seed=3)
+    assert np.abs(factors.factorisation_z(est)).max() < 4.5
+    # each factor on its own is consistent with the exact value, so neither side is computed from the other
+    assert np.all(np.abs(factors.cooccurrence - cooccurrence(model)) < 4.5 * factors.cooccurrence_stderr)
+    assert np.all(np.abs(factors.discriminancy - discriminancy(model)) < 4.5 * factors.discriminancy_stderr)
+
+
+def test_factorisation_check_can_fail(model):
+    """The same check rejects a quantity that does not factorise (the normalised bag of words)."""
+    est = monte_carlo_saliency(model, n_samples=100_000, seed=4)
+    factors = monte_carlo_factors(model, n_samples=100_000, seed=4)
+    bag = SaliencyEstimate(est.frequency, est.stderr, est.frequency)
+    assert np.abs(factors.factorisation_z(bag)).max() > 10
 
 
 def test_common_tokens_have_zero_saliency_and_distinct_tokens_a_sign(model):

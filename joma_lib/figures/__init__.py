@@ -16,9 +16,9 @@ from joma_lib.figures.harness import (
     update_reference,
     verify,
 )
-from joma_lib.figures.registry import FigureSpec, Tolerance, get_spec, registry
+from joma_lib.figures.registry import Claim, FigureSpec, Tolerance, get_spec, registry
 
 __all__ = [
-    "FigureSpec", "MissingReferenceError", "Tolerance", "compare", "compute", "draw", "get_spec",
+    "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "compare", "compute", "draw", "get_spec",
     "load_reference", "registry", "save_outputs", "show", "update_reference", "verify",
 ]

@@ -5,8 +5,12 @@
     python -m joma_lib.figures make table1 --full   # the paper-scale setting of a figure (slow; GPU advised)
     python -m joma_lib.figures verify [ids]         # regenerate, compare with the references; exit 1 on failure
     python -m joma_lib.figures update [ids]         # rewrite the committed reference data
+    python -m joma_lib.figures claims [ids] [--json] # the paper's claims: value, threshold, verdict
+    python -m joma_lib.figures calibrate [ids]      # measure trained figures' tolerances across numerics/seeds
 
-With no ids, ``make``/``verify``/``update`` act on every registered figure. A figure whose external
+With no ids, ``make``/``verify``/``update``/``claims`` act on every registered figure (``claims`` also takes
+claim ids). ``verify`` also evaluates each figure's claims on the data it regenerated and fails when a claim
+the book says holds fails (a claim the book reports as failing that starts to hold is reported too). A figure whose external
 input (e.g. the authors' published runs) cannot be found or downloaded is reported as SKIPPED, or
 as a failure with ``verify --require-inputs``.
 """
@@ -14,20 +18,22 @@ as a failure with ``verify --require-inputs``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from pathlib import Path
 
+from joma_lib.figures.calibration import VARIANTS, calibrate, trained_figure_ids
+from joma_lib.figures.claims import evaluate_figure, format_table, ledger, surprises
 from joma_lib.figures.harness import (
     MissingReferenceError,
+    compare_with_reference,
     compute,
     draw,
     save_outputs,
     update_reference,
-    verify,
 )
 from joma_lib.figures.registry import figure_ids, get_spec
-from joma_lib.io import InputUnavailableError
+from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
 
 
 def _ids(requested: list[str]) -> list[str]:
@@ -48,10 +54,12 @@ def _cmd_list(_: argparse.Namespace) -> int:
 
 
 def _cmd_make(args: argparse.Namespace) -> int:
-    for fig_id in _ids(args.ids):
+    ids = _ids(args.ids)
+    out = writable_dir(args.out, "--out")  # before any computing: a bad folder must not waste a long run
+    for fig_id in ids:
         start = time.perf_counter()
         data = compute(fig_id, **(get_spec(fig_id).full_params if args.full else {}))
-        paths = save_outputs(fig_id, draw(fig_id, data), data, Path(args.out))
+        paths = save_outputs(fig_id, draw(fig_id, data), data, out)
         print(f"{fig_id}: {', '.join(str(p) for p in paths)} ({time.perf_counter() - start:.1f} s)")
     return 0
 
@@ -59,11 +67,13 @@ def _cmd_make(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     failures = skipped = 0
     ids = _ids(args.ids)
+    claim_rows = []
     print(f"{'figure':<24} {'worst array':<22} {'max |dev|':>11} {'rtol':>8} {'atol':>8} {'dev/tol':>9}  verdict")
     for fig_id in ids:
         try:
-            c = verify(fig_id)
-        except MissingReferenceError as err:
+            data = compute(fig_id)
+            c = compare_with_reference(fig_id, data)
+        except (MissingReferenceError, InputCorruptError) as err:  # no usable reference or a damaged input file
             failures += 1
             print(f"{fig_id:<24} {'-':<22} {'-':>11} {'-':>8} {'-':>8} {'-':>9}  ERROR: {err}")
             continue
@@ -75,14 +85,47 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print(f"{fig_id:<24} {'-':<22} {'-':>11} {'-':>8} {'-':>8} {'-':>9}  "
                   f"{'ERROR' if args.require_inputs else 'SKIPPED'} (input unavailable): {err}")
             continue
+        rows = evaluate_figure(fig_id, data)
+        claim_rows += rows
+        broken = [r.claim_id for r in surprises(rows) if r.book_says == "holds"]
         verdict = "ok" if c.passed else f"FAIL {c.message}".rstrip()
-        failures += not c.passed
+        if broken:
+            verdict = ("FAIL" if c.passed else verdict) + f" claims fail: {', '.join(broken)}"
+        failures += not c.passed or bool(broken)
         print(f"{fig_id:<24} {c.worst_array:<22} {c.max_abs_dev:>11.3g} {c.rtol:>8.1g} {c.atol:>8.1g} "
               f"{c.ratio:>9.3g}  {verdict}")
+    held = sum(r.verdict == r.book_says for r in claim_rows)
+    print(f"claims: {held} of {len(claim_rows)} as the book states")
+    for r in surprises(claim_rows):
+        if r.book_says == "fails":
+            print(f"note: claim {r.claim_id} now HOLDS (value {r.value:.4g}, threshold {r.threshold}) although the "
+                  f"book reports it fails: update the page and the claim's book_says")
     if skipped:
         print(f"{skipped} figure(s) not checked: their external input is unavailable here")
     print(f"{failures} figure(s) failed" if failures else "all checked figures match their references")
     return 1 if failures else 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    ids = args.ids or trained_figure_ids()
+    for fig_id in ids:
+        record = calibrate(fig_id, args.variants or None, jobs=args.jobs)
+        print(f"{fig_id}: {'array':<16} {'numerics spread':>16} {'seed spread':>12} {'atol':>10}")
+        for name, a in record["arrays"].items():
+            seed = "-" if a["seed_spread"] is None else f"{a['seed_spread']:.3g}"
+            print(f"{'':<{len(fig_id) + 2}}{name:<16} {a['numerics_spread']:>16.3g} {seed:>12} {a['atol']:>10.3g}")
+    return 0
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
+    rows = ledger(args.ids)
+    if args.json:
+        print(json.dumps([r.as_json() for r in rows], indent=2))
+    else:
+        print(format_table(rows))
+        counts = {v: sum(r.verdict == v for r in rows) for v in ("holds", "fails", "not-run")}
+        print(f"{len(rows)} claims: {counts['holds']} hold, {counts['fails']} fail, {counts['not-run']} not run")
+    return 0
 
 
 def _cmd_update(args: argparse.Namespace) -> int:
@@ -98,20 +141,29 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="list every registered figure").set_defaults(run=_cmd_list)
     for name, run, help_text in [("make", _cmd_make, "regenerate figures and save PNG/SVG/npz/CSV"),
                                  ("verify", _cmd_verify, "compare regenerated data with the references"),
-                                 ("update", _cmd_update, "rewrite the committed reference data")]:
+                                 ("update", _cmd_update, "rewrite the committed reference data"),
+                                 ("claims", _cmd_claims, "evaluate the paper's claims (figure or claim ids)"),
+                                 ("calibrate", _cmd_calibrate,
+                                  "measure trained figures' tolerances across numerics variants and seeds")]:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("ids", nargs="*", help="figure ids (default: all)")
+        p.add_argument("ids", nargs="*", help="figure ids (default: all); for claims also claim ids")
         p.set_defaults(run=run)
     sub.choices["verify"].add_argument("--require-inputs", action="store_true",
                                        help="count a figure whose external input is unavailable as a failure")
+    sub.choices["claims"].add_argument("--json", action="store_true",
+                                       help="print a JSON list of objects (id, figure, paper_ref, statement, "
+                                            "value, threshold, verdict, page; reason when not run)")
+    sub.choices["calibrate"].add_argument("--variants", nargs="+", choices=sorted(VARIANTS),
+                                          help="numerics variants to run (default: all that can run here)")
+    sub.choices["calibrate"].add_argument("--jobs", type=int, default=1, help="variants run at once (default 1)")
     sub.choices["make"].add_argument("--out", default="figures_out", help="output folder (default: figures_out)")
     sub.choices["make"].add_argument("--full", action="store_true",
                                      help="use the figure's paper-scale full_params (may be slow; GPU advised)")
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except ValueError as err:  # unknown ids and bad parameters: a message, not a traceback
-        print(f"error: {err}", file=sys.stderr)
+    except (ValueError, OSError, RuntimeError) as err:  # bad ids/parameters, disk and device faults: one line
+        print("error: " + " ".join(str(err).split()), file=sys.stderr)
         return 2
 
 

@@ -12,9 +12,12 @@ The three ways a figure is used all go through :func:`compute`:
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
+import io
 import json
 import platform
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +28,22 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.device import on_gpu
-from joma_lib.io import InputUnavailableError, atomic_path, write_npz
-from joma_lib.figures.registry import FigureData, FigureSpec, get_spec
+from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, write_npz
+from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.figures.style import figure_style
 
 REFERENCE_DIR = Path(__file__).with_name("reference")
+# Figures with more values than this offer their CSV gzip-compressed (``<fig_id>.csv.gz``), so that
+# no page offers a multi-megabyte download; the npz next to it holds the same data.
+CSV_GZIP_ABOVE = 50_000
 
 
 class MissingReferenceError(RuntimeError):
-    """Raised when a figure has no committed reference data to verify against."""
+    """Raised when a figure has no usable committed reference data to verify against."""
+
+
+class CorruptReferenceError(MissingReferenceError):
+    """The reference files exist but cannot be trusted: unreadable npz, missing or disagreeing json manifest."""
 
 
 def compute(fig_id: str, **overrides: Any) -> FigureData:
@@ -54,21 +64,30 @@ def write_csv(path: Path, data: FigureData) -> None:
     """Save ``data`` as one long CSV (columns ``array, index, value``), atomically.
 
     ``index`` is the comma-joined multi-index of the element, empty for scalars, so
-    every array of the figure fits one file that any spreadsheet opens.
+    every array of the figure fits one file that any spreadsheet opens. A path ending in
+    ``.gz`` is written gzip-compressed (byte-stable: no time stamp in the header).
     """
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["array", "index", "value"])
+    for name, array in data.items():
+        for index, value in np.ndenumerate(array):
+            writer.writerow([name, ",".join(map(str, index)), repr(value.item())])
+    raw = text.getvalue().encode()
     with atomic_path(path) as tmp:
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["array", "index", "value"])
-            for name, array in data.items():
-                for index, value in np.ndenumerate(array):
-                    writer.writerow([name, ",".join(map(str, index)), repr(value.item())])
+        tmp.write_bytes(gzip.compress(raw, mtime=0) if path.suffix == ".gz" else raw)
+
+
+def csv_name(fig_id: str, data: FigureData) -> str:
+    """File name of the figure's CSV: ``.csv``, or ``.csv.gz`` above :data:`CSV_GZIP_ABOVE` values."""
+    n_values = sum(np.asarray(array).size for array in data.values())
+    return f"{fig_id}.csv.gz" if n_values > CSV_GZIP_ABOVE else f"{fig_id}.csv"
 
 
 def save_outputs(fig_id: str, fig: Figure, data: FigureData, out_dir: Path) -> list[Path]:
-    """Write ``<fig_id>.png``, ``.svg``, ``.npz`` and ``.csv`` into ``out_dir``; return the paths."""
+    """Write ``<fig_id>.png``, ``.svg``, ``.npz`` and the CSV (:func:`csv_name`) into ``out_dir``; return the paths."""
     out_dir = Path(out_dir)
-    paths = [out_dir / f"{fig_id}.{ext}" for ext in ("png", "svg", "npz", "csv")]
+    paths = [out_dir / f"{fig_id}.{ext}" for ext in ("png", "svg", "npz")] + [out_dir / csv_name(fig_id, data)]
     with figure_style():
         for path in paths[:2]:
             with atomic_path(path) as tmp:
@@ -99,8 +118,12 @@ def _environment() -> dict[str, str]:
 
 def update_reference(fig_id: str, reference_dir: Path | None = None) -> Path:
     """Regenerate ``fig_id``'s data and store it as the committed reference (npz + json manifest)."""
+    return write_reference(fig_id, compute(fig_id), reference_dir)
+
+
+def write_reference(fig_id: str, data: FigureData, reference_dir: Path | None = None) -> Path:
+    """Store ``data`` as ``fig_id``'s reference: the npz and its json manifest (sha256, array names/shapes/dtypes)."""
     spec = get_spec(fig_id)
-    data = compute(fig_id)
     npz_path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.npz"
     write_npz(npz_path, data)
     manifest = {
@@ -135,13 +158,48 @@ def _jsonable(value: Any) -> Any:
 
 
 def load_reference(fig_id: str, reference_dir: Path | None = None) -> FigureData:
-    """The committed reference data of ``fig_id``; :class:`MissingReferenceError` if there is none."""
+    """The committed reference data of ``fig_id``, checked against its json manifest.
+
+    :class:`MissingReferenceError` if there is none; :class:`CorruptReferenceError` if the manifest is missing or
+    unreadable, the npz's sha256 differs from the manifest's, the npz cannot be read, or its array names, shapes or
+    dtypes differ from the manifest's. Each message names the file and how to regenerate it.
+    """
     path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.npz"
+    regenerate = f"run `python -m joma_lib.figures update {fig_id}` (or restore both files from git)"
     if not path.exists():
         raise MissingReferenceError(
             f"no reference data for {fig_id!r} at {path}; run `python -m joma_lib.figures update {fig_id}` and commit it")
-    with np.load(path, allow_pickle=False) as npz:
-        return {name: npz[name] for name in npz.files}
+    manifest_path = path.with_suffix(".json")
+
+    def corrupt(problem: str) -> CorruptReferenceError:
+        return CorruptReferenceError(f"corrupt reference for {fig_id!r}: {problem}; {regenerate}")
+
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        expected = {name: (tuple(a["shape"]), str(a["dtype"])) for name, a in manifest["arrays"].items()}
+        sha256 = str(manifest["sha256"])
+    except FileNotFoundError:
+        raise corrupt(f"its manifest {manifest_path} is missing") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise corrupt(f"its manifest {manifest_path} is unreadable ({type(err).__name__}: {err})") from None
+    actual_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    if actual_sha != sha256:
+        raise corrupt(f"{path} has sha256 {actual_sha[:12]}..., its manifest {manifest_path.name} says {sha256[:12]}..."
+                      " (the file was damaged or edited without `update`)")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            data = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as err:
+        raise corrupt(f"{path} is not a readable npz archive ({type(err).__name__})") from None
+    actual = {name: (array.shape, str(array.dtype)) for name, array in data.items()}
+    if set(actual) != set(expected):
+        raise corrupt(f"{path} holds the arrays {sorted(actual)}, its manifest names {sorted(expected)}")
+    for name, (shape, dtype) in sorted(expected.items()):
+        if actual[name][0] != shape:
+            raise corrupt(f"array {name!r} of {path} has shape {actual[name][0]}, the manifest says {shape}")
+        if actual[name][1] != dtype:
+            raise corrupt(f"array {name!r} of {path} has dtype {actual[name][1]}, the manifest says {dtype}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -158,8 +216,25 @@ class Comparison:
     message: str = ""
 
 
-def compare(spec: FigureSpec, new: FigureData, ref: FigureData, gpu: bool = False) -> Comparison:
-    """Compare every array of ``new`` with ``ref`` under the spec's per-array tolerances."""
+def calibrated_tolerances(fig_id: str, reference_dir: Path | None = None) -> dict[str, Tolerance]:
+    """The tolerances measured by ``calibrate`` and stored in ``fig_id``'s reference json (empty if none).
+
+    See :mod:`joma_lib.figures.calibration`; they replace the spec's tolerances of trained figures.
+    """
+    json_path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.json"
+    record = json.loads(json_path.read_text()).get("calibration") if json_path.exists() else None
+    if not record:
+        return {}
+    return {name: Tolerance(rtol=a["rtol"], atol=a["atol"], gpu_atol=a.get("gpu_atol"))
+            for name, a in record["arrays"].items()}
+
+
+def compare(spec: FigureSpec, new: FigureData, ref: FigureData, gpu: bool = False,
+            tolerances: Mapping[str, Tolerance] | None = None) -> Comparison:
+    """Compare every array of ``new`` with ``ref`` under per-array tolerances.
+
+    ``tolerances`` (e.g. :func:`calibrated_tolerances`) take precedence over the spec's.
+    """
     if set(new) != set(ref):
         missing, extra = sorted(set(ref) - set(new)), sorted(set(new) - set(ref))
         return Comparison(spec.fig_id, False, "-", float("nan"), 0.0, 0.0, float("inf"),
@@ -167,7 +242,7 @@ def compare(spec: FigureSpec, new: FigureData, ref: FigureData, gpu: bool = Fals
     worst = Comparison(spec.fig_id, True, "-", 0.0, 0.0, 0.0, -1.0)
     for name in sorted(ref):
         a, b = np.asarray(new[name]), np.asarray(ref[name])
-        rtol, atol = spec.tolerance(name).for_device(gpu)
+        rtol, atol = (tolerances or {}).get(name, spec.tolerance(name)).for_device(gpu)
         if a.shape != b.shape:
             return Comparison(spec.fig_id, False, name, float("nan"), rtol, atol, float("inf"),
                               f"shape {a.shape} != reference {b.shape}")
@@ -189,11 +264,16 @@ def compare(spec: FigureSpec, new: FigureData, ref: FigureData, gpu: bool = Fals
                       worst.atol, max(worst.ratio, 0.0))
 
 
+def compare_with_reference(fig_id: str, data: FigureData, reference_dir: Path | None = None) -> Comparison:
+    """Compare already computed ``data`` of ``fig_id`` with its committed reference."""
+    ref = load_reference(fig_id, reference_dir)
+    return compare(get_spec(fig_id), data, ref, gpu=on_gpu(), tolerances=calibrated_tolerances(fig_id, reference_dir))
+
+
 def verify(fig_id: str, reference_dir: Path | None = None) -> Comparison:
     """Regenerate ``fig_id`` and compare it with its committed reference."""
-    spec = get_spec(fig_id)
-    ref = load_reference(fig_id, reference_dir)
-    return compare(spec, compute(fig_id), ref, gpu=on_gpu())
+    load_reference(fig_id, reference_dir)  # fail before a long computation if there is no reference
+    return compare_with_reference(fig_id, compute(fig_id), reference_dir)
 
 
 def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> FigureData:
@@ -203,15 +283,14 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     links ``_generated/fig2a.csv`` / ``.npz`` / ``.svg``. The glued object is the saved PNG, so
     the page shows exactly the file offered for download, whatever matplotlib backend is active.
     Returns the data so the page can check or quote numbers from it. If the figure needs an external
-    input that cannot be had here (:class:`~joma_lib.io.InputUnavailableError`), the committed reference
-    data are drawn instead and the page says so.
+    input that cannot be had here (:class:`~joma_lib.io.InputUnavailableError`) or that fails its check
+    (:class:`~joma_lib.io.InputCorruptError`), the committed reference data are drawn instead and the page says so.
     """
     from IPython.display import Image
-    from myst_nb import glue
 
     try:
         data = compute(fig_id, **overrides)
-    except InputUnavailableError as err:
+    except (InputUnavailableError, InputCorruptError) as err:
         if overrides:
             raise
         data = load_reference(fig_id)
@@ -220,3 +299,24 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     png = save_outputs(fig_id, draw(fig_id, data), data, Path(out_dir))[0]
     glue(fig_id, Image(filename=str(png)), display=False)
     return data
+
+
+def glue(name: str, value: Any, display: bool = False) -> None:
+    """Store ``value`` under ``name`` for the page (``{glue:figure}``, ``{glue:text}``).
+
+    In the book build this is :func:`myst_nb.glue`. In a plain notebook (Colab, Binder, a laptop
+    without the book's build tools) there is no page to paste into, so a figure is shown in place
+    and a number printed: the notebook still runs and the reader still sees what the page shows.
+    """
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        from IPython.display import Image
+        from IPython.display import display as ipython_display
+
+        if isinstance(value, Image):
+            ipython_display(value)
+        elif display:
+            print(f"{name} = {value!r}")
+        return
+    myst_glue(name, value, display=display)

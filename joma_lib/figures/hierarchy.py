@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.dynamics import attention_entropy
-from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance
-from joma_lib.hierarchy import (
+from joma_lib.dynamics import row_entropy
+from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.latent_tree import (
     HBLT,
     approximation_error_bound,
     association_dynamics,
@@ -21,11 +23,17 @@ from joma_lib.hierarchy import (
     cooccurrence_monte_carlo,
     sample_hblt,
 )
-from joma_lib.multilayer import CONFIGS, run_table1
+from joma_lib.multilayer import (
+    CONFIGS,
+    EXPLORED,
+    read_explorations,
+    run_table1,
+    seed_std,
+    select_configuration,
+    token_baseline,
+)
 from joma_lib.validation import check_choice, check_float, check_int
 
-REPORTED_TABLE1 = {"layer 0": (0.94, 1.00), "layer 1": (0.55, 0.81)}
-"""Ranges secondary sources (AI reviews of the full text) give for the paper's Table 1; unverified."""
 
 
 # --- Fig. 5 --------------------------------------------------------------------------------------
@@ -55,7 +63,7 @@ def make_fig5(depth: int = 4, branching: int = 2, scale: float = 4.0, query: int
         attention[m] = attention_from_association(mu_m, v_m)
         if m == query:
             mu, v = mu_m, v_m
-    entropy = np.asarray(attention_entropy(attention[query]))
+    entropy = np.asarray(row_entropy(attention[query]))
     sparse = int(np.argmin(entropy))
     per_token = np.stack([attention[query][:, H[query] == h].mean(axis=1) for h in range(1, depth + 1)], axis=1)
     first = [int(np.flatnonzero(H[query] == h)[0]) for h in range(1, depth + 1)]
@@ -113,12 +121,12 @@ def plot_fig5(data: FigureData) -> Figure:
     depth = int(H.max())
     cmap = mpl.colormaps["viridis"]
     colours = [cmap(k / max(depth - 1, 1)) for k in range(depth)]
-    fig = Figure(figsize=(13, 7.5), layout="constrained")
+    fig = Figure(figsize=(8.8, 6.6), layout="constrained")
     grid = fig.add_gridspec(2, 4)
     ax = fig.add_subplot(grid[0, :2])
     _draw_tree(ax, depth, branching, H[query], query, cmap)
     ax.legend([Line2D([], [], marker="o", ls="", color=c, markeredgecolor="k") for c in colours],
-              [f"H = {h}" for h in range(1, depth + 1)], loc="upper right", fontsize=8)
+              [f"H = {h}" for h in range(1, depth + 1)], loc="upper right", fontsize=9)
     for cell, key, title in [(grid[0, 2], "cooccurrence", r"(b) co-occurrence $P[l\mid m]$"),
                              (grid[1, 2], "attention_sparse",
                               f"attention at t = {float(data['t_sparse']):.2f} (sparsest)"),
@@ -147,7 +155,7 @@ def plot_fig5(data: FigureData) -> Figure:
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$v_l(t) / \mu_l$")
     ax.set_title("(c) association $v_l(t)$ of the query", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     ax = fig.add_subplot(grid[1, 1])
     for h in range(1, depth + 1):
         ax.plot(times, data["attention_per_token_by_height"][:, h - 1], color=colours[h - 1], label=f"H = {h}")
@@ -155,7 +163,7 @@ def plot_fig5(data: FigureData) -> Figure:
     ax.set_ylabel("attention per token at height $H$")
     ax.set_title("attention: sparse, then dense", fontsize=10)
     ax.axvline(float(data["t_sparse"]), color="0.5", ls=":", lw=0.8)
-    ax.legend(fontsize=8, loc="center right")
+    ax.legend(fontsize=9, loc="center right")
     return fig
 
 
@@ -191,7 +199,7 @@ def make_cooccurrence(depths: tuple[int, ...] = (4, 6, 8, 10), branching: int = 
 
 def plot_cooccurrence(data: FigureData) -> Figure:
     """Left: P[l|m] vs H/L (exact, Monte Carlo, 1 - H/L). Right: exact - (1 - H/L) and its bound."""
-    fig = Figure(figsize=(11, 4), layout="constrained")
+    fig = Figure(figsize=(8.8, 3.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     H = data["H"]
     for i, L in enumerate(data["depths"]):
@@ -207,70 +215,206 @@ def plot_cooccurrence(data: FigureData) -> Figure:
     left.set_xlabel("$H / L$")
     left.set_ylabel(r"$P[l \mid m]$")
     left.set_title(r"co-occurrence, $\rho = 1 - 1/L$; dots: Monte Carlo $\pm 3$ s.e.", fontsize=10)
-    left.legend(fontsize=8)
+    left.legend(fontsize=9)
     right.set_yscale("log")
     right.set_xlabel("$H / L$")
     right.set_ylabel(r"$P[l \mid m] - (1 - H/L)$")
     right.set_title("error of the approximation (dotted: bound $H(2H-1)/2L^2$)", fontsize=10)
-    right.legend(fontsize=8)
+    right.legend(fontsize=9)
     return fig
 
 
 # --- Table 1 -------------------------------------------------------------------------------------
 
 
-def make_table1(config: str = "quick", device: str | None = None) -> FigureData:
-    """Table 1 scores of the ``config`` configuration (:data:`joma_lib.multilayer.CONFIGS`).
+TABLE1_SPREAD = 0.08
+"""Regression tolerance of the trained and shuffled-label scores: at least the largest seed standard deviation
+(ddof=1) of those scores in the reference run (0.075, a shuffled-label control; trained 0.069), which
+book/hierarchy.md quotes from the data."""
 
-    ``scores[setting, seed, layer]`` after training and ``scores_init`` of the same networks at
-    initialisation (the control); ``mean``/``std`` and ``mean_init``/``std_init`` over seeds;
-    ``final_loss`` the mean training loss over the last 10% of steps; ``reported_low/high`` the
-    ranges secondary sources give for the paper.
+TABLE1_VERDICTS: dict[str, Literal["holds", "fails"]] = {"table1-layer0-learns": "fails", "table1-level-specific": "fails"}
+"""What book/hierarchy.md reports for the Table 1 claims (set from the reference run, see the page)."""
+
+KINDS = ("trained", "init", "control")
+"""The three networks scored per (setting, seed): trained, the same at initialisation, trained on shuffled labels."""
+
+LAYER0_MARGIN_SD = 2.0
+"""Margin of claim ``table1-layer0-learns``, stated before the final run: the trained networks' layer-0
+score must exceed the shuffled-label controls' by this many (pooled, ddof=1) seed standard deviations."""
+
+SD_FLOOR = 0.005
+"""Smallest standard deviation the margin is measured in, so that a tiny difference between two
+nearly constant scores does not count as many standard deviations."""
+
+
+def make_table1(config: str = "quick", device: str | None = None) -> FigureData:
+    """Table 1 of the ``config`` configuration (:data:`joma_lib.multilayer.CONFIGS`).
+
+    For each kind of network (``trained``, ``init``: the same at initialisation, ``control``: the same
+    initial network trained on shuffled labels) ``<kind>`` is the alignment matrix
+    ``[setting, seed, layer, level]`` and ``<kind>_mean``/``<kind>_std`` its mean and standard
+    deviation (``ddof=1``) over seeds. ``final_loss``/``final_loss_control``: mean training loss over
+    the last 10% of steps. ``token_baseline[setting, seed]``: the level-0 score of single-token
+    detectors (:func:`joma_lib.multilayer.token_baseline`).
     """
     config = check_choice("config", config, sorted(CONFIGS))
     result = run_table1(CONFIGS[config], device=device)
-    return {
+    baseline = [[token_baseline(CONFIGS[config], n, sizes, seed) for seed in result.seeds]
+                for n, sizes in result.settings]
+    data: FigureData = {
         "n_combinations": np.array([n for n, _ in result.settings]),
         "level_sizes": np.array([sizes for _, sizes in result.settings]),
         "seeds": np.asarray(result.seeds),
-        "scores": result.scores,
-        "mean": result.scores.mean(axis=1),
-        "std": result.scores.std(axis=1),
-        "scores_init": result.scores_init,
-        "mean_init": result.scores_init.mean(axis=1),
-        "std_init": result.scores_init.std(axis=1),
         "final_loss": result.final_loss,
-        "reported_low": np.array([low for low, _ in REPORTED_TABLE1.values()]),
-        "reported_high": np.array([high for _, high in REPORTED_TABLE1.values()]),
+        "final_loss_control": result.final_loss_control,
+        "token_baseline": np.array(baseline),
     }
+    for kind, scores in zip(KINDS, (result.scores, result.scores_init, result.scores_control)):
+        data[kind] = scores
+        data[f"{kind}_mean"] = scores.mean(axis=1)
+        data[f"{kind}_std"] = seed_std(scores, axis=1)
+    return data
+
+
+def layer0_learning_margin(data: FigureData) -> float:
+    """Claim ``table1-layer0-learns``: the smallest, over settings, layer-0 gain of the trained networks
+    over the shuffled-label controls, in pooled seed standard deviations (``ddof=1``).
+
+    Both start from the same initial network, so trained minus control is the trained-minus-initial
+    gain minus the control's gain.
+    """
+    trained, control = data["trained"][:, :, 0, 0], data["control"][:, :, 0, 0]
+    pooled = np.sqrt((seed_std(trained, axis=1) ** 2 + seed_std(control, axis=1) ** 2) / 2)
+    return float(np.min((trained.mean(axis=1) - control.mean(axis=1)) / np.maximum(pooled, SD_FLOOR)))
+
+
+def level_specificity(data: FigureData) -> float:
+    """Claim ``table1-level-specific``: the smallest, over settings and the paper's levels ``k = 0, 1``, of
+    the trained layer-``k`` score of level ``k`` minus the best other layer's score of that level."""
+    mean = data["trained_mean"]
+    margins = [mean[:, k, k] - np.delete(mean[:, :, k], k, axis=1).max(axis=1) for k in (0, 1)]
+    return float(np.min(margins))
+
+
+def table1_markdown(data: FigureData) -> str:
+    """The paper's Table 1 layout (our numbers) as a Markdown table: per setting, layer-k score of level k, mean ± std (ddof=1)."""
+    labels = {"trained": "trained", "init": "at initialisation", "control": "shuffled labels"}
+    header = ["p", "level sizes"] + [f"layer {k}, {labels[kind]}" for kind in KINDS for k in (0, 1)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for i, (n, sizes) in enumerate(zip(data["n_combinations"], data["level_sizes"])):
+        cells = [f"{data[f'{kind}_mean'][i, k, k]:.3f} ± {data[f'{kind}_std'][i, k, k]:.3f}"
+                 for kind in KINDS for k in (0, 1)]
+        lines.append(f"| {n} | {tuple(int(s) for s in sizes)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def exploration_markdown() -> str:
+    """Every explored Table 1 configuration (:data:`joma_lib.multilayer.EXPLORED`) with the stored outcome
+    that the selection rule reads, as a Markdown table; the selected one in bold."""
+    explored = read_explorations()
+    chosen = select_configuration(explored)
+    lines = ["| configuration | M | MLP width | classes | untrained layer-0 score per setting | final loss per setting "
+             "| CPU s | selected |", "|---|---|---|---|---|---|---|---|"]
+    for name, config in EXPLORED.items():
+        e = explored.get(name)
+        cells = (["not run"] * 3 if e is None else
+                 [", ".join(f"{v:.2f}" for v in e.init_layer0), ", ".join(f"{v:.3f}" for v in e.final_loss),
+                  f"{e.cpu_seconds:.0f}"])
+        label = f"**{name}**" if name == chosen else name
+        lines.append(f"| {label} | {config.n_vocab} | {config.d_hidden} | {config.n_class} | " + " | ".join(cells)
+                     + f" | {'yes' if name == chosen else 'no'} |")
+    return "\n".join(lines)
 
 
 def plot_table1(data: FigureData) -> Figure:
-    """Table 1 as a table: trained and untrained (mean +- std over seeds), then the range reported for the paper."""
-    n_layers = data["mean"].shape[1]
-    header = (["combinations", "level sizes"] + [f"layer {k}\ntrained" for k in range(n_layers)]
-              + [f"layer {k}\nat initialisation" for k in range(n_layers)])
-    rows = [[str(n), str(tuple(int(s) for s in sizes))]
-            + [f"{data[m][i, k]:.2f} ± {data[sd][i, k]:.2f}" for m, sd in (("mean", "std"), ("mean_init", "std_init"))
-               for k in range(n_layers)]
-            for i, (n, sizes) in enumerate(zip(data["n_combinations"], data["level_sizes"]))]
-    rows.append(["paper (reported)", "range over all"]
-                + [f"{lo:.2f}–{hi:.2f}" for lo, hi in zip(data["reported_low"], data["reported_high"])]
-                + ["–"] * n_layers)
-    fig = Figure(figsize=(9.5, 0.6 + 0.34 * (len(rows) + 2)), layout="constrained")
-    ax = fig.subplots()
-    ax.axis("off")
-    table = ax.table(cellText=rows, colLabels=header, loc="center", cellLoc="center")
-    table.auto_set_font_size(False)
-    table.set_fontsize(10)
-    table.scale(1, 1.4)
-    for col in range(len(header)):
-        table[0, col].set_height(table[0, col].get_height() * 1.7)
-        table[len(rows), col].set_facecolor("0.92")
-    ax.set_title(f"Best correlation of layer-k MLP neurons with level-k latents, mean ± std over "
-                 f"{len(data['seeds'])} seeds\n(last row: secondary sources, unverified)", fontsize=10)
+    """Alignment matrices (layer x latent level, seed mean) of the trained, initial and shuffled-label
+    networks, one row per setting."""
+    n_settings = data["trained_mean"].shape[0]
+    fig = Figure(figsize=(8.8, 2.4 * n_settings + 0.6), layout="constrained")
+    axes = fig.subplots(n_settings, len(KINDS), squeeze=False)
+    titles = {"trained": "trained", "init": "at initialisation", "control": "trained on shuffled labels"}
+    for i in range(n_settings):
+        sizes = tuple(int(s) for s in data["level_sizes"][i])
+        for ax, kind in zip(axes[i], KINDS):
+            matrix = data[f"{kind}_mean"][i]
+            im = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=1)
+            for (j, k), value in np.ndenumerate(matrix):
+                ax.text(k, j, f"{value:.2f}", ha="center", va="center", fontsize=9,
+                        color="k" if value > 0.6 else "w")
+            ax.set_xticks(range(matrix.shape[1]), [f"level {k}" for k in range(matrix.shape[1] - 1)] + ["class"])
+            ax.set_yticks(range(matrix.shape[0]), [f"layer {j}" for j in range(matrix.shape[0])])
+            ax.grid(False)
+            ax.set_title(f"p = {int(data['n_combinations'][i])}, levels {sizes}: {titles[kind]}", fontsize=9)
+    fig.colorbar(im, ax=axes, shrink=0.6, label="alignment score (mean over seeds)")
     return fig
 
+
+def _cooccurrence_rows(data: FigureData) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """(depth L, heights H, exact, Monte Carlo z scores) per tree depth, over the heights that exist."""
+    rows = []
+    for i, depth in enumerate(data["depths"]):
+        ok = ~np.isnan(data["exact"][i])
+        z = (data["monte_carlo"][i, ok] - data["exact"][i, ok]) / data["stderr"][i, ok]
+        rows.append((int(depth), data["H"][ok], data["exact"][i, ok], z))
+    return rows
+
+
+def _closed_form_gap(data: FigureData) -> float:
+    return max(float(np.abs(exact - 0.5 * (1 + (1 - 1 / depth) ** (2 * heights))).max())
+               for depth, heights, exact, _ in _cooccurrence_rows(data))
+
+
+def _approx_excess(data: FigureData) -> float:
+    """Largest amount by which the error of 1 - H/L exceeds its bound H(2H-1)/2L^2."""
+    ok = ~np.isnan(data["exact"])
+    return float(np.max((data["exact"] - data["approx"] - data["error_bound"])[ok]))
+
+
+def _association_order(data: FigureData) -> float:
+    """Smallest increase of the association time from one ancestor height to the next (> 0: in order)."""
+    return float(np.diff(data["assoc_time"]).min())
+
+
+def _fig5_bounce(data: FigureData) -> float:
+    e = data["entropy"]
+    return float(e[-1] - e.min()) if e.min() < e[0] - 1.0 else float("nan")
+
+
+COOCCURRENCE_CLAIMS = (
+    Claim("thm5-cooccurrence", "Theorem 5 (reconstruction)",
+          "Binary latent tree, flip probability (1-rho)/2: P[l|m] = (1 + rho^(2H))/2, max gap exact vs closed form",
+          _closed_form_gap, "<", 1e-12),
+    Claim("thm5-monte-carlo", "Theorem 5 (reconstruction)",
+          "Sampled sequences agree with the exact co-occurrence: worst |z| score (3 standard errors, as on the page)",
+          lambda d: max(float(np.abs(z).max()) for *_, z in _cooccurrence_rows(d)), "<=", 3.0),
+    Claim("thm5-decreasing-in-height", "Theorem 5",
+          "Co-occurrence falls with the height H of the common ancestor: largest step-to-step change",
+          lambda d: max(float(np.diff(exact).max()) for _, _, exact, _ in _cooccurrence_rows(d)), "<", 0.0),
+    Claim("thm5-one-minus-h-over-l", "Theorem 5",
+          "P[l|m] ~ 1 - H/L for rho = 1 - 1/L: error above the bound H(2H-1)/2L^2 (<= 0: within it)",
+          _approx_excess, "<=", 1e-15),
+)
+FIG5_CLAIMS = (
+    Claim("fig5-order", "Fig. 5, Theorem 5",
+          "The query associates first with tokens whose common ancestor is lowest: smallest gap between "
+          "association times of successive heights", _association_order, ">", 0.0),
+    Claim("fig5-sparse-then-dense", "Fig. 5",
+          "Attention of the query drops by > 1 nat (sparse), then spreads back: rise after the minimum (nats)",
+          _fig5_bounce, ">", 0.5),
+)
+TABLE1_CLAIMS = (
+    Claim("table1-layer0-aligned", "Table 1",
+          "Layer-0 hidden neurons align with the level-0 latents: worst setting's seed-mean best correlation",
+          lambda d: float(d["trained_mean"][:, 0, 0].min()), ">=", 0.8),
+    Claim("table1-layer0-above-layer1", "Table 1",
+          "Layer 0 aligns with its level better than layer 1 with the next: smallest gap of the seed means",
+          lambda d: float((d["trained_mean"][:, 0, 0] - d["trained_mean"][:, 1, 1]).min()), ">", 0.0),
+    Claim("table1-quick-layer0-above-init", "Table 1",
+          "Quick setting: training raises the layer-0 score above the untrained network's, mean gain over settings "
+          "(the book finds the alignment is there at initialisation)",
+          lambda d: float((d["trained_mean"][:, 0, 0] - d["init_mean"][:, 0, 0]).mean()), ">", 0.0,
+          book_says="fails"),
+)
 
 FIGURES = [
     FigureSpec(
@@ -281,6 +425,7 @@ FIGURES = [
         make=make_fig5,
         plot=plot_fig5,
         default_tol=Tolerance(rtol=1e-6, atol=1e-8),
+        claims=FIG5_CLAIMS,
     ),
     FigureSpec(
         fig_id="c-cooccurrence",
@@ -290,6 +435,7 @@ FIGURES = [
         make=make_cooccurrence,
         plot=plot_cooccurrence,
         default_tol=Tolerance(rtol=1e-9, atol=1e-12),
+        claims=COOCCURRENCE_CLAIMS,
     ),
     FigureSpec(
         fig_id="table1",
@@ -300,19 +446,28 @@ FIGURES = [
         plot=plot_table1,
         params={"config": "quick"},
         full_params={"config": "full"},
-        # Training amplifies last-bit differences between CPUs (vector units, BLAS kernels): scores are
-        # compared to 0.05; final losses (0.006-0.13 here) to 25 % + 0.02, enough for the two unconverged
-        # seeds to drift but not for a converged run to lose its fit. On a GPU (TF32, non-deterministic
-        # reductions) to 0.1.
+        # Training amplifies last-bit differences between CPUs (vector units, BLAS kernels), so trained scores
+        # are compared to the seed spread measured on the reference run (TABLE1_SPREAD); scores at
+        # initialisation involve no training and are compared tightly. On a GPU (TF32) to twice that.
         tolerances={
-            "scores": Tolerance(rtol=0.0, atol=0.05, gpu_atol=0.1),
-            "mean": Tolerance(rtol=0.0, atol=0.05, gpu_atol=0.1),
-            "std": Tolerance(rtol=0.0, atol=0.05, gpu_atol=0.1),
-            "scores_init": Tolerance(rtol=0.0, atol=0.01, gpu_atol=0.05),
-            "mean_init": Tolerance(rtol=0.0, atol=0.01, gpu_atol=0.05),
-            "std_init": Tolerance(rtol=0.0, atol=0.01, gpu_atol=0.05),
+            **{f"{kind}{suffix}": Tolerance(rtol=0.0, atol=TABLE1_SPREAD, gpu_atol=2 * TABLE1_SPREAD)
+               for kind in ("trained", "control") for suffix in ("", "_mean", "_std")},
+            **{f"init{suffix}": Tolerance(rtol=0.0, atol=1e-3, gpu_atol=0.05) for suffix in ("", "_mean", "_std")},
             "final_loss": Tolerance(rtol=0.25, atol=0.02, gpu_atol=0.1),
+            "final_loss_control": Tolerance(rtol=0.05, atol=0.02, gpu_atol=0.1),
         },
+        claims=TABLE1_CLAIMS + (
+            Claim("table1-layer0-learns", "Table 1",
+                  f"Training on the real labels raises the layer-0 alignment with level-0 latents more than "
+                  f"training on shuffled labels does, by at least {LAYER0_MARGIN_SD:g} pooled seed standard "
+                  f"deviations (ddof=1), in every setting.",
+                  layer0_learning_margin, ">=", LAYER0_MARGIN_SD, book_says=TABLE1_VERDICTS["table1-layer0-learns"]),
+            Claim("table1-level-specific", "Table 1",
+                  "After training, layer k aligns best with latent level k (k = 0, 1): its seed-mean score of level k "
+                  "exceeds every other layer's, in every setting.",
+                  level_specificity, ">", 0.0, book_says=TABLE1_VERDICTS["table1-level-specific"]),
+        ),
         default_tol=Tolerance(rtol=0.0, atol=1e-12),
+        trained=True,
     ),
 ]

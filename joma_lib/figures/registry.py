@@ -14,11 +14,13 @@ pages and ``python -m joma_lib.figures verify`` call the same ``make`` with the 
 from __future__ import annotations
 
 import importlib
+import math
+import operator
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -47,6 +49,49 @@ class Tolerance:
         return self.rtol, self.atol
 
 
+Verdict = Literal["holds", "fails", "not-run"]
+_RELATIONS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One falsifiable claim of the paper, checked on the data of the figure that shows it.
+
+    The verdict is ``measure(data) <relation> threshold``; the threshold is stated in advance
+    (here, in code under review), never fitted to the outcome. A non-finite measured value fails.
+
+    Attributes:
+        claim_id: stable id (``thm1-exp-invariant``), cited by the ledger page and the CLI.
+        paper_ref: where the paper makes the claim (``"Theorem 1"``, ``"Fig. 6"``, ``"Sec. 5"``).
+        statement: one line, in the book's words, of what is claimed and how it is measured here.
+        measure: ``measure(data) -> float``, computed from the figure's data only.
+        relation: one of ``<``, ``<=``, ``>``, ``>=``.
+        threshold: the bound the measured value is compared with.
+        book_says: what the page states about the claim. ``verify`` fails when a claim the
+            book says ``holds`` fails; a claim the book reports as failing is checked to still fail.
+    """
+
+    claim_id: str
+    paper_ref: str
+    statement: str
+    measure: Callable[[FigureData], float]
+    relation: Literal["<", "<=", ">", ">="]
+    threshold: float
+    book_says: Literal["holds", "fails"] = "holds"
+
+    def __post_init__(self) -> None:
+        if self.relation not in _RELATIONS:
+            raise ValueError(f"claim {self.claim_id!r}: relation must be one of {sorted(_RELATIONS)}, "
+                             f"got {self.relation!r}")
+
+    def evaluate(self, data: FigureData) -> tuple[float, Verdict]:
+        """The measured value and the verdict (``holds``/``fails``) on one figure's data."""
+        value = float(self.measure(data))
+        holds = math.isfinite(value) and _RELATIONS[self.relation](value, self.threshold)
+        return value, "holds" if holds else "fails"
+
+
 @dataclass(frozen=True)
 class FigureSpec:
     """Everything needed to regenerate, draw, verify and cite one figure.
@@ -63,6 +108,11 @@ class FigureSpec:
             ``params`` already is the paper's setting.
         tolerances: per-array tolerances; arrays not listed use ``default_tol``.
         default_tol: tolerance for arrays not named in ``tolerances``.
+        claims: the paper's claims this figure's data test (see :class:`Claim`).
+        trained: ``make`` trains a model (torch), so its data vary with the CPU's numerics; its
+            tolerances are measured by ``python -m joma_lib.figures calibrate`` and stored with the reference.
+        calibration_seeds: parameter overrides that change only the seeds; ``calibrate`` runs each to
+            measure the seed spread of a trained figure.
     """
 
     fig_id: str
@@ -75,6 +125,9 @@ class FigureSpec:
     full_params: Mapping[str, Any] = field(default_factory=dict)
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
     default_tol: Tolerance = Tolerance()
+    claims: tuple[Claim, ...] = ()
+    trained: bool = False
+    calibration_seeds: tuple[Mapping[str, Any], ...] = ()
 
     def tolerance(self, array_name: str) -> Tolerance:
         """The tolerance that applies to one array of this figure's data."""
@@ -88,7 +141,7 @@ def registry() -> dict[str, FigureSpec]:
 
     found: dict[str, FigureSpec] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name in {"registry", "harness", "style"}:
+        if info.name.startswith("_") or info.name in {"registry", "harness", "style", "claims", "calibration"}:
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for spec in getattr(module, "FIGURES", []):

@@ -9,15 +9,15 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from joma_lib.dynamics import (
-    as_finite_array,
-    attention_entropy,
     convergence_rate_ratio,
     fig4_mu,
     integrate_nonlinear,
+    row_entropy,
     simulate_softmax_attention,
     softmax_attention,
 )
-from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance
+from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.lm.authors import summarize_entropy
 from joma_lib.nonlinear import (
     expected_relu_update,
     monte_carlo_relu_update,
@@ -25,7 +25,7 @@ from joma_lib.nonlinear import (
     sphere_trajectories,
     toy_mixture,
 )
-from joma_lib.validation import check_float, check_int
+from joma_lib.validation import as_finite_array, check_float, check_int
 
 THM4_MU = (2.0, 1.5, 1.0)
 
@@ -49,13 +49,13 @@ def make_fig4(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_steps: int =
         "v_snapshots": run.v[snap],
         "steps": run.steps,
         "entropy": run.entropy,
-        "entropy_limit": np.asarray(attention_entropy(softmax_attention(mu, temperature))),
+        "entropy_limit": np.asarray(row_entropy(softmax_attention(mu, temperature))),
     }
 
 
 def plot_fig4(data: FigureData) -> Figure:
     """Left: v(t) every 100 steps (rainbow) and mu (dashed); right: attention entropy vs iteration."""
-    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    fig = Figure(figsize=(8.8, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2)
     steps, mu = data["snapshot_steps"], data["mu"]
     norm, cmap = Normalize(steps.min(), steps.max()), colormaps["rainbow"]
@@ -72,7 +72,7 @@ def plot_fig4(data: FigureData) -> Figure:
     right.set_xlabel("#iteration")
     right.set_ylabel(r"entropy($\mathbf{v}(t)$)")
     right.set_title("Entropy changes over time", fontsize=9)
-    right.legend(fontsize=8)
+    right.legend(fontsize=9)
     return fig
 
 
@@ -91,8 +91,8 @@ def make_fig4_variants(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_ste
     t = np.geomspace(1e-2, 1e2, n_ode_times)  # v barely moves before t = 0.01
     ode = integrate_nonlinear(mu, t, v0)
     data: FigureData = {"mu": mu, "ode_t": t, "ode_v": ode.v,
-                        "ode_entropy": np.asarray(attention_entropy(softmax_attention(ode.v, 2.0))),
-                        "ode_entropy_limit": np.asarray(attention_entropy(softmax_attention(mu, 2.0)))}
+                        "ode_entropy": np.asarray(row_entropy(softmax_attention(ode.v, 2.0))),
+                        "ode_entropy_limit": np.asarray(row_entropy(softmax_attention(mu, 2.0)))}
     for name, nonlinear in [("fig4", True), ("linear", False)]:
         run = simulate_softmax_attention(mu, v0=v0, eta=eta, n_steps=n_steps, temperature=temperature,
                                          nonlinear=nonlinear, record_every=record_every)
@@ -102,7 +102,7 @@ def make_fig4_variants(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_ste
 
 def plot_fig4_variants(data: FigureData) -> Figure:
     """Top: components v_j over time (colour = rank of mu); bottom: attention entropy."""
-    fig = Figure(figsize=(13, 6.2), layout="constrained")
+    fig = Figure(figsize=(8.8, 5.8), layout="constrained")
     axes = fig.subplots(2, 3)
     mu = data["mu"]
     colors = colormaps["viridis"](np.linspace(0, 0.95, mu.size))
@@ -131,7 +131,7 @@ def plot_fig4_variants(data: FigureData) -> Figure:
         top.set_ylabel(r"$v_j$" + (r" (dotted: $\mu_j$)" if name != "linear" else r" ($\Delta_j=\mu_j$)"))
         bottom.set_xlabel(xlabel)
         bottom.set_ylabel("attention entropy (nats)")
-        bottom.legend(fontsize=7)
+        bottom.legend(fontsize=9)
     return fig
 
 
@@ -152,7 +152,7 @@ def make_rates(mu: tuple[float, ...] = THM4_MU, v0: float = 0.0, n_times: int = 
 
 def plot_rates(data: FigureData) -> Figure:
     """(a) v_j(t); (b) log10 delta_j = -u_j / ln 10; (c) u_j/u_k against exp((mu_j^2 - mu_k^2)/2)."""
-    fig = Figure(figsize=(12, 3.6), layout="constrained")
+    fig = Figure(figsize=(8.8, 3.4), layout="constrained")
     axes = fig.subplots(1, 3)
     t, mu = data["t"], data["mu"]
     for j in range(mu.size):
@@ -161,7 +161,7 @@ def plot_rates(data: FigureData) -> Figure:
         axes[1].plot(t, -data["u"][:, j] / np.log(10), color=f"C{j}")
     axes[0].set_xscale("log")
     axes[0].set_ylabel(r"$v_j(t)$")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=9)
     axes[1].set_xscale("log")
     axes[1].set_ylabel(r"$\log_{10}\delta_j(t),\ \delta_j = 1 - v_j/\mu_j$")
     axes[1].set_title("far below float64's range, kept exact via $u = \\ln 1/\\delta$", fontsize=9)
@@ -171,7 +171,7 @@ def plot_rates(data: FigureData) -> Figure:
                         label=rf"$e^{{(\mu_{j}^2-\mu_{k}^2)/2}}$ = {data['ratio_limits'][i]:.4f}")
     axes[2].set_xscale("log")
     axes[2].set_ylabel("ratio of convergence rates")
-    axes[2].legend(fontsize=7)
+    axes[2].legend(fontsize=9)
     for ax in axes:
         ax.set_xlabel("time $t$")
     return fig
@@ -215,7 +215,7 @@ def make_relu(n_states: int = 4, n_samples: int = 200_000, n_starts: int = 12, t
 
 def plot_relu(data: FigureData) -> Figure:
     """(a) closed form vs MC; (b) cosine to the nearest centre over time; (c) final directions vs centres."""
-    fig = Figure(figsize=(13, 3.8), layout="constrained")
+    fig = Figure(figsize=(8.8, 3.6), layout="constrained")
     axes = fig.subplots(1, 3, width_ratios=[1, 1.1, 1.3])
     ax = axes[0]
     ax.errorbar(data["closed"].ravel(), data["mc"].ravel(), yerr=3 * data["mc_stderr"].ravel(), fmt="o", ms=3)
@@ -232,7 +232,7 @@ def plot_relu(data: FigureData) -> Figure:
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"max$_c \cos(v, \bar x_c)$")
     ax.set_title("normalised flow from 12 starts", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     ax = axes[2]
     rows = np.concatenate([data["centres"], data["traj_relu"][-1], data["traj_linear"][-1, :1]])
     im = ax.imshow(rows, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
@@ -240,13 +240,83 @@ def plot_relu(data: FigureData) -> Figure:
     ax.axhline(n_c - 0.5, color="k", lw=1)
     ax.axhline(n_c + n_s - 0.5, color="k", lw=1)
     ax.set_yticks([n_c / 2 - 0.5, n_c + n_s / 2 - 0.5, n_c + n_s],
-                  ["centres", "ReLU, final v", "linear, final v"], fontsize=8)
+                  ["centres", "ReLU, final v", "linear, final v"], fontsize=9)
     ax.set_xlabel("token")
     ax.grid(False)
     fig.colorbar(im, ax=ax)
     ax.set_title("where the directions settle", fontsize=9)
     return fig
 
+
+def _drop_then_rise(entropy: np.ndarray) -> tuple[float, float]:
+    """(drop from the start to the minimum, rise from the minimum to the end); NaN if the minimum is at an end."""
+    h = np.asarray(entropy, dtype=float)
+    s = summarize_entropy(np.arange(h.size), h[:, None])
+    if not s.interior[0]:
+        return float("nan"), float("nan")
+    return float(s.initial[0] - s.minimum[0]), float(s.bounce[0])
+
+
+def _order_violations(data: FigureData) -> float:
+    """How often a larger target mu_j reaches 90 % of itself later than a smaller one (NaN if < 5 reach it)."""
+    mu, v = data["mu"], data["v_snapshots"]
+    reached = v >= 0.9 * mu
+    first = np.where(reached.any(axis=0), data["snapshot_steps"][reached.argmax(axis=0)], np.inf)
+    hit = first[np.isfinite(first)]  # mu is sorted ascending: the hits must not increase
+    return float(np.sum(np.diff(hit) > 0)) if hit.size >= 5 else float("nan")
+
+
+def _linear_monotone(data: FigureData) -> float:
+    """Largest entropy increase between consecutive steps of the linear contrast (after the first step)."""
+    return float(np.diff(data["linear_entropy"][1:]).max())
+
+
+def _rate_error(data: FigureData) -> float:
+    """Worst relative gap at the last time (t = 200) between u_j/u_k and its limit exp((mu_j^2 - mu_k^2)/2)."""
+    return float(np.abs(data["ratios"][-1] / data["ratio_limits"] - 1).max())
+
+
+FIG4_CLAIMS = (
+    Claim("fig4-sparse", "Fig. 4",
+          "Nonlinear dynamics: the attention entropy falls from ln 10 to an interior minimum, drop in nats",
+          lambda d: _drop_then_rise(d["entropy"])[0], ">=", 0.9),
+    Claim("fig4-sparse-then-dense", "Fig. 4, Theorem 4",
+          "Attention becomes sparse, then dense: the entropy climbs back from its interior minimum by (nats)",
+          lambda d: _drop_then_rise(d["entropy"])[1], ">=", 0.2),
+    Claim("fig4-entropy-limit", "Fig. 4",
+          "The entropy heads for the fixed point H(softmax(mu^2/3)): end value minus that limit",
+          lambda d: float(d["entropy"][-1] - d["entropy_limit"]), "<=", 0.02),
+    Claim("fig4-salient-first", "Fig. 4, Theorem 4",
+          "Larger targets are reached first: order violations in the first step where v_j >= 0.9 mu_j",
+          _order_violations, "<=", 0.0),
+)
+VARIANT_CLAIMS = (
+    Claim("thm4-ode-sparse-then-dense", "Theorem 4",
+          "The theory's ODE v' = (mu - v) exp(v^2/2) (normalised): entropy rise after its interior minimum (nats)",
+          lambda d: _drop_then_rise(d["ode_entropy"])[1], ">=", 0.2),
+    Claim("thm2-linear-sparse", "Abstract, Theorem 2",
+          "Linear case: attention only becomes sparser (most salient takes all): final entropy of the linear "
+          "contrast", lambda d: float(d["linear_entropy"][-1]), "<", 0.3),
+    Claim("thm2-linear-entropy-monotone", "Abstract, Theorem 2",
+          "Linear case: the entropy never increases, largest step-to-step increase",
+          _linear_monotone, "<=", 1e-12),
+)
+RATE_CLAIMS = (
+    Claim("thm4-rate-ratio", "Theorem 4",
+          "Convergence rates ln(1/delta_j) of two components have ratio -> exp((mu_j^2 - mu_k^2)/2): relative "
+          "gap at t = 200 (error ~ C/t; 0.2 %)", _rate_error, "<", 2e-3),
+)
+RELU_CLAIMS = (
+    Claim("thm3-closed-form-mc", "Theorem 3 (reconstruction)",
+          "The reconstructed ReLU update under a cluster mixture matches Monte Carlo: worst |z| score",
+          lambda d: float((np.abs(d["closed"] - d["mc"]) / d["mc_stderr"]).max()), "<", 4.5),
+    Claim("thm3-relu-settles-at-centres", "Theorem 3 (reconstruction)",
+          "ReLU: weights settle at cluster centres (critical points), count of runs with final cosine > 0.99",
+          lambda d: float((d["cos_relu"][-1] > 0.99).sum()), ">=", 3.0),
+    Claim("thm3-linear-single-direction", "Theorem 3 (reconstruction)",
+          "Linear activation: every start ends at the same direction, spread of final cosines",
+          lambda d: float(np.ptp(d["cos_linear"][-1])), "<", 1e-6),
+)
 
 FIGURES = [
     FigureSpec(
@@ -258,6 +328,7 @@ FIGURES = [
         plot=plot_fig4,
         # float64 recursion of 5000 steps: deterministic; allow for libm/SIMD differences in exp
         default_tol=Tolerance(rtol=1e-9, atol=1e-12),
+        claims=FIG4_CLAIMS,
     ),
     FigureSpec(
         fig_id="c-fig4-variants",
@@ -267,6 +338,7 @@ FIGURES = [
         make=make_fig4_variants,
         plot=plot_fig4_variants,
         default_tol=Tolerance(rtol=1e-8, atol=1e-12),
+        claims=VARIANT_CLAIMS,
     ),
     FigureSpec(
         fig_id="c-thm4-rates",
@@ -277,6 +349,7 @@ FIGURES = [
         plot=plot_rates,
         # adaptive-solver output (rtol 1e-10); tolerance leaves room for rounding across platforms only
         default_tol=Tolerance(rtol=1e-8, atol=1e-12),
+        claims=RATE_CLAIMS,
     ),
     FigureSpec(
         fig_id="c-thm3-relu",
@@ -287,5 +360,6 @@ FIGURES = [
         plot=plot_relu,
         # seeded sampling, closed forms and a deterministic solver (rtol 1e-8) on a contracting flow
         default_tol=Tolerance(rtol=1e-7, atol=1e-10),
+        claims=RELU_CLAIMS,
     ),
 ]

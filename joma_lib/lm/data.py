@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.validation import check_choice, check_float, check_fractions, check_int
 
 CORPORA = ("wikitext2", "wikitext103", "wikivital", "ptb")
 HF_CONFIGS = {"wikitext2": "wikitext-2-v1", "wikitext103": "wikitext-103-v1"}
@@ -88,9 +88,10 @@ def split_documents(docs: Sequence[str], seed: int, fractions: tuple[float, floa
                     ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """Seeded document-level train/valid/test split (``fractions`` = train, valid; test gets the rest)."""
     seed = check_int("seed", seed, 0)
+    train_share, valid_share = check_fractions("fractions", fractions, 2)
     order = np.random.default_rng(seed).permutation(len(docs))
-    n_train = int(round(fractions[0] * len(docs)))
-    n_valid = int(round(fractions[1] * len(docs)))
+    n_train = int(round(train_share * len(docs)))
+    n_valid = int(round(valid_share * len(docs)))
     pick = [docs[i] for i in order]
     return tuple(pick[:n_train]), tuple(pick[n_train:n_train + n_valid]), tuple(pick[n_train + n_valid:])
 

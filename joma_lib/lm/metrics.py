@@ -11,21 +11,43 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
 from joma_lib.lm.data import get_chunk, n_chunks
-from joma_lib.lm.model import TransformerLM
 from joma_lib.validation import check_int
 
 ENTROPY_EPS = 1e-8
 
 
-def attention_entropy(attn: torch.Tensor) -> torch.Tensor:
-    """Mean row entropy (nats) of attention maps ``[..., T_query, T_key]`` whose rows sum to 1."""
-    if attn.ndim < 2:
-        raise ValueError(f"attn must have at least 2 dimensions [query, key], got shape {tuple(attn.shape)}")
+class LanguageModel(Protocol):
+    """What :func:`evaluate` needs of a model (:class:`~joma_lib.lm.model.TransformerLM`, ``NeoXLM``)."""
+
+    n_layers: int
+    training: bool
+
+    def __call__(self, tokens: torch.Tensor, return_attention: bool = False
+                 ) -> tuple[torch.Tensor, list[torch.Tensor]]: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def train(self, mode: bool = True) -> object: ...
+
+    def eval(self) -> object: ...
+
+
+def mean_attention_entropy(attn: torch.Tensor) -> torch.Tensor:
+    """Mean row entropy (nats) of attention maps ``[..., T_query, T_key]`` whose rows sum to 1 (paper Figs. 6, 8).
+
+    One number per map: the mean over every query row, with ``ENTROPY_EPS`` inside the logarithm as in the
+    authors' training script. The per-row, exact (``0 ln 0 = 0``) entropy is :func:`joma_lib.dynamics.row_entropy`.
+    """
+    attn = check_tensor("attn", attn)
+    if attn.ndim < 2 or attn.numel() == 0:
+        raise ValueError(f"attn must be non-empty with at least 2 dimensions [query, key], got shape {tuple(attn.shape)}")
     return -(attn * torch.log(attn + ENTROPY_EPS)).sum(dim=-1).mean()
 
 
@@ -35,18 +57,28 @@ def uniform_causal_entropy(t: int) -> float:
     return sum(math.log(q) for q in range(1, t + 1)) / t
 
 
+def check_tensor(name: str, value: object) -> torch.Tensor:
+    """``value`` if it is a floating-point tensor of finite numbers; TypeError/ValueError naming ``name``."""
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point torch.Tensor, got {type(value).__name__}")
+    if not bool(torch.isfinite(value).all()):
+        raise ValueError(f"{name} must contain only finite numbers")
+    return value
+
+
 def stable_rank(w: torch.Tensor) -> float:
     """``||W||_F^2 / ||W||_2^2``: between 1 (rank one) and ``rank(W)`` (all singular values equal)."""
-    if w.ndim != 2:
-        raise ValueError(f"w must be a matrix, got shape {tuple(w.shape)}")
+    w = check_tensor("w", w)
+    if w.ndim != 2 or w.numel() == 0:
+        raise ValueError(f"w must be a non-empty matrix, got shape {tuple(w.shape)}")
     s = torch.linalg.svdvals(w.detach().double())
     if s[0] == 0:
-        raise ValueError("the stable rank of the zero matrix is undefined")
+        raise ValueError("w is the zero matrix, whose stable rank is undefined")
     return float((s**2).sum() / s[0] ** 2)
 
 
 @torch.no_grad()
-def evaluate(model: TransformerLM, streams: torch.Tensor, seq_len: int, max_chunks: int | None = None
+def evaluate(model: LanguageModel, streams: torch.Tensor, seq_len: int, max_chunks: int | None = None
              ) -> tuple[float, list[float]]:
     """Validation loss and per-layer attention entropy over the first ``max_chunks`` chunks (dropout off).
 
@@ -64,6 +96,6 @@ def evaluate(model: TransformerLM, streams: torch.Tensor, seq_len: int, max_chun
         logits, maps = model(x, return_attention=True)
         loss_sum += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"))
         tokens += y.numel()
-        entropy_sum += torch.stack([attention_entropy(a).double().cpu() * a.shape[0] * a.shape[1] for a in maps])
+        entropy_sum += torch.stack([mean_attention_entropy(a).double().cpu() * a.shape[0] * a.shape[1] for a in maps])
     model.train(was_training)
     return loss_sum / tokens, (entropy_sum / tokens).tolist()

@@ -14,7 +14,8 @@ projection. As in ``torch.nn.TransformerEncoder``, all layers start as copies of
 initialised layer. During training the attention goes through the fused
 ``scaled_dot_product_attention``; the ``[B, T, T]`` probabilities are formed only when
 ``return_attention=True`` (the entropy checkpoints), and :meth:`TransformerLM.loss` fuses
-the read-out with the cross-entropy (:class:`LinearCrossEntropy`). ``W_1``
+the read-out with the cross-entropy (:class:`LinearCrossEntropy`), in fp32 or, under bf16
+autocast, blockwise in bf16 with an fp32 loss. ``W_1``
 (``layer.linear1``) is the "lower MLP" matrix whose stable rank the paper follows.
 """
 
@@ -28,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from joma_lib.validation import check_float, check_int
+from joma_lib.validation import check_choice, check_float, check_int
 
 
 def sinusoidal_positions(max_len: int, d: int) -> torch.Tensor:
@@ -46,6 +47,16 @@ def causal_mask(t: int, device: torch.device | None = None) -> torch.Tensor:
     return torch.triu(torch.full((t, t), float("-inf"), device=device), diagonal=1)
 
 
+PRECISIONS = ("fp32", "bf16")
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+_CHUNK_ROWS = 128  # rows of logits per block in low precision: [128, V] fp32 stays in the last-level cache
+
+
+def precision_dtype(precision: str) -> torch.dtype:
+    """The compute dtype of a precision name (``"fp32"`` or ``"bf16"``); ValueError otherwise."""
+    return _DTYPES[check_choice("precision", precision, PRECISIONS)]
+
+
 class LinearCrossEntropy(torch.autograd.Function):
     """Token-mean cross-entropy of the logits ``z = h W^T + b``, fused with the read-out layer.
 
@@ -55,30 +66,60 @@ class LinearCrossEntropy(torch.autograd.Function):
     matrix products: ``dh = G W``, ``dW = G^T h``, ``db = sum_i G_i``. The value and the
     gradients are those of ``F.cross_entropy(F.linear(h, W, b), y)``, with fewer passes over
     the largest tensor of the model.
+
+    ``dtype=torch.bfloat16`` (mixed precision): the products run in bf16 (fp32 accumulation
+    inside the GEMM) and the logits are formed block by block (``_CHUNK_ROWS`` rows), each
+    block turned into its softmax (fp32 reductions) while it is in cache and stored in bf16;
+    ``db`` comes out of the ``dW`` product (``G^T [h, 1]``), the loss ``-mean log p_{i, y_i}``
+    is taken in fp32 and the gradients are returned in the parameters' dtype (fp32), so no
+    full fp32 ``[N, V]`` tensor is ever formed.
     """
 
     @staticmethod
-    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor
-                ) -> torch.Tensor:
-        z = torch.addmm(bias, h, weight.t())
-        z -= z.amax(dim=1, keepdim=True)
-        picked = z.gather(1, target[:, None])
-        z.exp_()
-        total = z.sum(dim=1, keepdim=True)
-        loss = (total.log() - picked).mean()
-        z /= total * z.shape[0]
-        z[torch.arange(z.shape[0], device=z.device), target] -= 1.0 / z.shape[0]
-        ctx.save_for_backward(h, weight, z)
-        return loss
+    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        if dtype == torch.float32:
+            z = torch.addmm(bias, h, weight.t())
+            z -= z.amax(dim=1, keepdim=True)
+            picked = z.gather(1, target[:, None])
+            z.exp_()
+            total = z.sum(dim=1, keepdim=True)
+            loss = (total.log() - picked).mean()
+            z /= total * z.shape[0]
+            z[torch.arange(z.shape[0], device=z.device), target] -= 1.0 / z.shape[0]
+            ctx.save_for_backward(h, weight, z, z.sum(dim=0))
+            return loss
+        n, d = h.shape
+        # h with a column of ones: G^T [h, 1] gives dW and db in one product
+        h_low = torch.cat([h, h.new_ones(n, 1)], dim=1).to(dtype)
+        w_low, b_low = weight.to(dtype).t().contiguous(), bias.to(dtype)  # [d, V], [V]
+        g = torch.empty(n, weight.shape[0], dtype=dtype, device=h.device)
+        for start in range(0, n, _CHUNK_ROWS):  # a block of logits and its softmax stay in cache
+            rows = slice(start, min(n, start + _CHUNK_ROWS))
+            g[rows] = torch.softmax(torch.addmm(b_low, h_low[rows, :d], w_low), dim=1)
+        rows_all = torch.arange(n, device=h.device)
+        picked = g[rows_all, target].float().clamp_min(torch.finfo(torch.float32).tiny)
+        g[rows_all, target] -= 1.0  # G = p - e_y; the 1/N is applied to the small products in backward
+        ctx.out_dtypes = (h.dtype, weight.dtype, bias.dtype)
+        ctx.save_for_backward(h_low, w_low.t(), g)
+        return -picked.log().mean()
 
     @staticmethod
-    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+    def backward(ctx: Any, *grad_outputs: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None]:
         (grad,) = grad_outputs  # one output (the loss), so one incoming gradient
-        h, weight, g = ctx.saved_tensors
-        grads = (g @ weight, g.t() @ h, g.sum(dim=0))
-        if float(grad) != 1.0:  # a plain loss.backward() needs no rescaling of the [V, d] gradient
-            grads = tuple(x * grad for x in grads)
-        return (*grads, None)
+        if len(ctx.saved_tensors) == 4:  # fp32: G carries the 1/N
+            h, weight, g, db = ctx.saved_tensors
+            grads = (g @ weight, g.t() @ h, db)
+            if float(grad) != 1.0:  # a plain loss.backward() needs no rescaling of the [V, d] gradient
+                grads = tuple(x * grad for x in grads)
+            return (*grads, None, None)
+        h_aug, weight, g = ctx.saved_tensors
+        scale = grad.float() / g.shape[0]
+        d = weight.shape[1]
+        dw_aug = g.t() @ h_aug  # [V, d + 1]: dW and db, unscaled
+        out = (g @ weight, dw_aug[:, :d], dw_aug[:, d])
+        return (*(x.to(dt).mul_(scale) for x, dt in zip(out, ctx.out_dtypes, strict=True)), None, None)
 
 
 class CausalSelfAttention(nn.Module):
@@ -172,12 +213,21 @@ class TransformerLM(nn.Module):
         return self.decoder(x), maps
 
     def loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Token-mean next-token cross-entropy (nats), read-out fused with the loss (:class:`LinearCrossEntropy`)."""
+        """Token-mean next-token cross-entropy (nats), read-out fused with the loss (:class:`LinearCrossEntropy`).
+
+        Under ``torch.autocast(..., dtype=torch.bfloat16)`` the layers run in bf16 and so does the
+        read-out (blockwise, loss accumulated in fp32); the parameters and their gradients stay fp32.
+        """
         x, _ = self.hidden(tokens)
         if targets.shape != tokens.shape:
             raise ValueError(f"targets must have the shape of tokens {tuple(tokens.shape)}, got {tuple(targets.shape)}")
-        return LinearCrossEntropy.apply(x.reshape(-1, self.d), self.decoder.weight, self.decoder.bias,
-                                        targets.reshape(-1))
+        device_type = x.device.type
+        dtype = torch.float32
+        if torch.is_autocast_enabled(device_type):
+            dtype = torch.get_autocast_dtype(device_type)
+        with torch.autocast(device_type, enabled=False):
+            return LinearCrossEntropy.apply(x.reshape(-1, self.d).float(), self.decoder.weight, self.decoder.bias,
+                                            targets.reshape(-1), dtype)
 
     def lower_mlp_weights(self) -> list[torch.Tensor]:
         """``W_1`` of every layer (``[d_ff, d]``), the matrices of the stable-rank curve."""

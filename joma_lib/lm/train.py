@@ -13,7 +13,8 @@ Command line::
     python -m joma_lib.lm.train run --preset paper --device cuda --out runs/paper   # the paper's sweep (GPU)
     python -m joma_lib.lm.train run --data ptb --layers 1 2 --lr 3e-4 --steps 2000 --out runs/x
     python -m joma_lib.lm.train collect runs/x --results x.npz
-    python -m joma_lib.lm.train plot runs/x --figure fig6 -o fig6.png
+
+Drawing the runs belongs to the figures layer: ``python -m joma_lib.figures.rerun runs/x --figure fig6 -o fig6.png``.
 
 ``--preset`` fills every setting; explicit options override it.
 """
@@ -21,16 +22,22 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import fcntl
 import json
 import multiprocessing
 import os
+import signal
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,18 +46,27 @@ from joma_lib.device import DEVICE_CHOICES, resolve_device
 from joma_lib.io import atomic_path, write_npz
 from joma_lib.lm.data import CORPORA, LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
-from joma_lib.lm.model import TransformerLM
+from joma_lib.lm.model import PRECISIONS, TransformerLM, precision_dtype
 from joma_lib.validation import check_choice, check_float, check_int
 
+if TYPE_CHECKING:
+    from joma_lib.lm.pythia import NeoXLM
+
 ADAM_RESET = ("epoch", "never")
+#: ``paper``: the authors' post-LN model (:class:`TransformerLM`); ``gptneox``: Pythia's architecture
+#: (:class:`~joma_lib.lm.pythia.NeoXLM`, Fig. 7)
+ARCHS = ("paper", "gptneox")
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """Settings of one training run; the defaults are the paper's (WikiText-2, lr 1e-4, 20 epochs).
 
-    ``adam_reset="epoch"`` rebuilds Adam at every epoch, as the authors' script did;
-    ``eval_chunks=None`` evaluates on the whole validation split.
+    ``adam_reset="epoch"`` rebuilds Adam at every epoch, as the authors' script did (``"never"`` keeps
+    one optimiser for the whole run); ``eval_chunks=None`` evaluates on the whole validation split;
+    ``precision="bf16"`` trains in bf16 mixed precision (:func:`train_step`), the checkpoint measurements
+    stay fp32; ``log_checkpoints`` adds the powers of two below ``eval_interval`` to the checkpoints
+    (Pythia's schedule when ``eval_interval=1000``); ``n_heads`` is used by ``arch="gptneox"`` only.
     """
 
     data: str = "wikitext2"
@@ -70,6 +86,10 @@ class RunConfig:
     clip: float = 0.5
     adam_reset: str = "epoch"
     data_seed: int = 0
+    precision: str = "fp32"
+    arch: str = "paper"
+    n_heads: int = 1
+    log_checkpoints: bool = False
 
     def validated(self) -> RunConfig:
         """Self, after checking every field (ValueError naming the field otherwise)."""
@@ -92,16 +112,34 @@ class RunConfig:
         check_float("clip", self.clip, 0, low_open=True)
         check_choice("adam_reset", self.adam_reset, ADAM_RESET)
         check_int("data_seed", self.data_seed, 0)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("arch", self.arch, ARCHS)
+        check_int("n_heads", self.n_heads, 1, self.d)
+        if self.arch == "paper" and self.n_heads != 1:
+            raise ValueError(f"n_heads must be 1 for arch='paper' (one head, as the paper), got {self.n_heads}")
+        if self.arch == "gptneox" and self.d % self.n_heads:
+            raise ValueError(f"d ({self.d}) must be a multiple of n_heads ({self.n_heads})")
+        if not isinstance(self.log_checkpoints, bool):
+            raise TypeError(f"log_checkpoints must be a bool, got {type(self.log_checkpoints).__name__}")
         return self
 
     @property
     def name(self) -> str:
-        """Directory name of the run."""
-        return f"{self.data}_L{self.n_layers}_lr{self.lr:g}_s{self.seed}"
+        """Directory name of the run (prefixed by a non-default architecture, suffixed ``_noreset`` and by a
+        non-default precision)."""
+        arch = "" if self.arch == "paper" else f"{self.arch}_"
+        reset = "" if self.adam_reset == "epoch" else "_noreset"
+        precision = "" if self.precision == "fp32" else f"_{self.precision}"
+        return f"{arch}{self.data}_L{self.n_layers}_lr{self.lr:g}_s{self.seed}{reset}{precision}"
 
     def checkpoints(self) -> np.ndarray:
-        """Steps at which the metrics are recorded: 0, eval_interval, 2*eval_interval, ..., and ``steps``."""
-        return np.unique(np.append(np.arange(0, self.steps + 1, self.eval_interval), self.steps))
+        """Steps at which the metrics are recorded: 0, eval_interval, 2*eval_interval, ..., and ``steps``
+        (and 1, 2, 4, ... below ``eval_interval`` with ``log_checkpoints``)."""
+        marks = np.append(np.arange(0, self.steps + 1, self.eval_interval), self.steps)
+        if self.log_checkpoints:
+            marks = np.append(marks, [2**k for k in range(self.eval_interval.bit_length())
+                                      if 2**k < min(self.eval_interval, self.steps)])
+        return np.unique(marks)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -117,27 +155,135 @@ PRESETS: dict[str, dict[str, Any]] = {
     # its shortened version, rerun by CI (figure c-rerun-quick); about a minute
     "rerun-quick": dict(data="wikivital", layers=[1, 2], lr=[1e-3], seeds=[1], steps=600, eval_interval=50,
                         eval_chunks=10, max_vocab=2000),
+    # Fig. 7 stand-in (figure c-fig7-standin): a small Pythia-architecture model on Wikipedia leads, measured on
+    # Pythia's checkpoint schedule, at Pythia-70M's peak lr; one optimiser throughout, as Pythia
+    "fig7-standin": dict(data="wikivital", arch="gptneox", layers=[4], d=64, n_heads=2, d_ff=256, dropout=0.0,
+                         lr=[1e-3], seeds=[1, 2], steps=3000, eval_interval=1000, log_checkpoints=True,
+                         eval_chunks=10, max_vocab=4000, adam_reset="never"),
+    # its shortened version, rerun by CI (figure c-fig7-quick)
+    "fig7-quick": dict(data="wikivital", arch="gptneox", layers=[2], d=64, n_heads=2, d_ff=256, dropout=0.0,
+                       lr=[1e-3], seeds=[1], steps=2000, eval_interval=500, log_checkpoints=True,
+                       eval_chunks=5, max_vocab=2000, adam_reset="never"),
 }
 
 
 def write_results(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
-    """Write ``path`` (npz) and ``path.with_suffix('.json')`` atomically."""
+    """Write ``path`` (npz) and ``path.with_suffix('.json')`` atomically, the json last.
+
+    The json is the completion mark: a run whose ``result.npz`` has no json beside it was stopped while finishing,
+    and :func:`train_run` completes it again from its checkpoint.
+    """
     path = Path(path)
     write_npz(path, dict(arrays))
     with atomic_path(path.with_suffix(".json")) as tmp:
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
-def make_optimizer(model: TransformerLM, lr: float) -> torch.optim.Adam:
+def build_model(cfg: RunConfig, vocab_size: int) -> TransformerLM | NeoXLM:
+    """The run's freshly initialised model (draws from torch's global RNG)."""
+    if cfg.arch == "gptneox":
+        from joma_lib.lm.pythia import NeoXLM
+
+        return NeoXLM(vocab_size, cfg.n_layers, cfg.d, cfg.n_heads, cfg.d_ff, cfg.dropout, max_len=max(cfg.seq_len, 2))
+    return TransformerLM(vocab_size, cfg.n_layers, cfg.d, cfg.d_ff, cfg.dropout)
+
+
+def same_config(saved: Mapping[str, Any], cfg: RunConfig) -> bool:
+    """Whether a stored config is ``cfg``; fields added to :class:`RunConfig` since it was stored count as
+    their defaults (the behaviour the stored run had)."""
+    return {**asdict(RunConfig()), **saved} == asdict(cfg)
+
+
+
+
+class RunLockedError(RuntimeError):
+    """Another process is training the same run directory."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C; the message says where it stopped and that the same command resumes it."""
+
+
+#: CPU threads of every run unless told otherwise: results depend on the thread count, never on ``--jobs``.
+DEFAULT_THREADS = 1
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``run_dir`` (``fcntl.flock`` on ``run_dir/.lock``, freed when the process dies)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            owner = fh.read().strip() or "unknown"
+            raise RunLockedError(f"{run_dir} is being trained by another process (pid {owner}); wait for it to "
+                                 "finish or stop it, then run the same command again") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: int) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(threads)``, restoring the caller's count after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _load_checkpoint(ckpt_path: Path, dev: torch.device) -> dict[str, Any]:
+    """Read ``checkpoint.pt``; a damaged file raises a ValueError that says how to recover."""
+    try:
+        ckpt = torch.load(ckpt_path, map_location=dev, weights_only=True)
+        if not isinstance(ckpt, dict) or not {"config", "model", "optimizer", "rng", "history", "step"} <= set(ckpt):
+            raise ValueError("not a checkpoint of this runner")
+    except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError, ... on a damaged file
+        raise ValueError(f"{ckpt_path} is damaged ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+                         f"delete it to train the run again from step 0") from None
+    return ckpt
+
+
+def _finished_result(result_path: Path, cfg: RunConfig) -> dict[str, np.ndarray] | None:
+    """The arrays of a completed run with config ``cfg``; None if there is none (or it was not completed)."""
+    try:
+        meta = json.loads(result_path.with_suffix(".json").read_text())
+        if not same_config(meta["config"], cfg):
+            return None
+        with np.load(result_path) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, KeyError):  # no json (stopped while finishing) or an unreadable result
+        return None
+
+
+def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Adam:
     """Adam (default betas, no weight decay), fused where torch supports it on the model's device."""
     return torch.optim.Adam(model.parameters(), lr=lr, fused=True)
 
 
-def train_step(model: TransformerLM, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-               clip: float) -> torch.Tensor:
-    """One update: token-mean cross-entropy, backward, clip the gradient norm to ``clip``, Adam step."""
+def train_step(model: TransformerLM | NeoXLM, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+               clip: float, precision: str = "fp32") -> torch.Tensor:
+    """One update: token-mean cross-entropy, backward, clip the gradient norm to ``clip``, Adam step.
+
+    ``precision="bf16"``: the forward pass (and so the backward matrix products) runs under
+    ``torch.autocast`` in bfloat16 on the model's device (CPU or CUDA), the read-out blockwise
+    (:class:`~joma_lib.lm.model.LinearCrossEntropy`); weights, gradients and the optimiser
+    state stay fp32 (master weights), and so does the returned loss.
+    """
+    dtype = precision_dtype(precision)
     optimizer.zero_grad(set_to_none=True)
-    loss = model.loss(x, y)
+    device_type = x.device.type
+    with torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32):
+        loss = model.loss(x, y)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
     optimizer.step()
@@ -158,36 +304,49 @@ def _set_rng_state(state: Mapping[str, torch.Tensor], device: torch.device) -> N
 
 
 def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progress: bool = True,
-              data: LMData | None = None, stop_at: int | None = None) -> dict[str, np.ndarray] | None:
+              data: LMData | None = None, stop_at: int | None = None, threads: int = DEFAULT_THREADS
+              ) -> dict[str, np.ndarray] | None:
     """Train one run into ``out_dir/<cfg.name>/``, resuming from its checkpoint if there is one.
 
     Returns the run's arrays (``minibatch [C]``, ``val_loss [C]``, ``attn_entropy [C, L]``,
     ``stable_rank [C, L]``, ``train_loss [C]``), also written to ``result.npz``/``.json``.
     ``stop_at`` stops after that many steps without finishing (returns None), as an
-    interruption would; a finished run is loaded, not retrained.
+    interruption would; a finished run is loaded, not retrained. The run holds a lock on its
+    directory (:class:`RunLockedError` for a second process) and trains with ``threads`` CPU threads,
+    recorded in the checkpoint and the result: a resume with another count is refused, since the
+    numbers depend on it. Ctrl-C raises :class:`RunInterrupted` saying where the run stopped.
     """
     cfg = cfg.validated()
+    threads = check_int("threads", threads, 1, 1024)
     run_dir = Path(out_dir) / cfg.name
+    with run_lock(run_dir), pinned_threads(threads):
+        return _train_locked(cfg, run_dir, device, progress, data, stop_at, threads)
+
+
+def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, data: LMData | None,
+                  stop_at: int | None, threads: int) -> dict[str, np.ndarray] | None:
+    """:func:`train_run` once the run directory is locked and the thread count pinned."""
     result_path, ckpt_path = run_dir / "result.npz", run_dir / "checkpoint.pt"
-    if result_path.exists():
-        meta = json.loads(result_path.with_suffix(".json").read_text())
-        if meta["config"] == asdict(cfg):
-            with np.load(result_path) as npz:
-                return {k: npz[k] for k in npz.files}
+    finished = _finished_result(result_path, cfg)
+    if finished is not None:
+        return finished
     dev = resolve_device(device)
     if data is None:
         data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
     n_batches = n_chunks(data.train, cfg.seq_len)
     torch.manual_seed(cfg.seed)
-    model = TransformerLM(len(data.vocab), cfg.n_layers, cfg.d, cfg.d_ff, cfg.dropout).to(dev)
+    model = build_model(cfg, len(data.vocab)).to(dev)
     optimizer = make_optimizer(model, cfg.lr)
     hist: dict[str, list[Any]] = {"minibatch": [], "val_loss": [], "attn_entropy": [], "stable_rank": [],
                                   "train_loss": []}
     step = 0
     if ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=dev, weights_only=True)
-        if ckpt["config"] != asdict(cfg):
+        ckpt = _load_checkpoint(ckpt_path, dev)
+        if not same_config(ckpt["config"], cfg):
             raise ValueError(f"{ckpt_path} belongs to a run with other settings; remove it or use another --out")
+        if ckpt.get("threads", threads) != threads:
+            raise ValueError(f"{ckpt_path} was trained with threads={ckpt['threads']} and its numbers depend on it; "
+                             f"resume with --threads {ckpt['threads']} (or delete it to start again)")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         _set_rng_state(ckpt["rng"], dev)
@@ -203,28 +362,33 @@ def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progres
         bar.set_postfix(loss=f"{val:.3f}", entropy=" ".join(f"{e:.2f}" for e in ent))
         with atomic_path(ckpt_path) as tmp:
             torch.save({"config": asdict(cfg), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "rng": _rng_state(dev), "history": hist, "step": step}, tmp)
+                        "rng": _rng_state(dev), "history": hist, "step": step, "threads": threads}, tmp)
 
     if step == 0 and not hist["minibatch"]:
         record(float("nan"))
     model.train()
     running = torch.zeros((), device=dev)
     since = 0
-    while step < cfg.steps:
-        if stop_at is not None and step >= stop_at:
-            bar.close()
-            return None
-        batch = step % n_batches
-        if cfg.adam_reset == "epoch" and batch == 0 and step > 0:
-            optimizer = make_optimizer(model, cfg.lr)
-        x, y = (t.to(dev) for t in get_chunk(data.train, batch, cfg.seq_len))
-        running += train_step(model, optimizer, x, y, cfg.clip)
-        step, since = step + 1, since + 1
-        bar.update(1)
-        if step in marks:
-            record(float(running) / since)
-            running.zero_()
-            since = 0
+    try:
+        while step < cfg.steps:
+            if stop_at is not None and step >= stop_at:
+                bar.close()
+                return None
+            batch = step % n_batches
+            if cfg.adam_reset == "epoch" and batch == 0 and step > 0:
+                optimizer = make_optimizer(model, cfg.lr)
+            x, y = (t.to(dev) for t in get_chunk(data.train, batch, cfg.seq_len))
+            running += train_step(model, optimizer, x, y, cfg.clip, cfg.precision)
+            step, since = step + 1, since + 1
+            bar.update(1)
+            if step in marks:
+                record(float(running) / since)
+                running.zero_()
+                since = 0
+    except KeyboardInterrupt:
+        bar.close()
+        raise RunInterrupted(f"{cfg.name} stopped at step {step} of {cfg.steps}; its last checkpoint (step "
+                             f"{hist['minibatch'][-1]}) is in {ckpt_path}") from None
     bar.close()
     arrays = {"minibatch": np.asarray(hist["minibatch"], dtype=np.int64),
               "val_loss": np.asarray(hist["val_loss"], dtype=np.float64),
@@ -233,7 +397,7 @@ def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progres
               "train_loss": np.asarray(hist["train_loss"], dtype=np.float64)}
     write_results(result_path, arrays, {"config": asdict(cfg), "data_note": data.note, "vocab_size": len(data.vocab),
                                         "train_tokens": int(data.train.numel()), "steps_per_epoch": n_batches,
-                                        "device": str(dev), "torch": torch.__version__})
+                                        "device": str(dev), "torch": torch.__version__, "threads": threads})
     return arrays
 
 
@@ -278,11 +442,11 @@ def collect(runs: Sequence[Mapping[str, np.ndarray]], configs: Sequence[RunConfi
     return out
 
 
-def _run_one(cfg: RunConfig, out_dir: str | Path, device: str, progress: bool, data: LMData
+def _run_one(cfg: RunConfig, out_dir: str | Path, device: str, progress: bool, data: LMData, threads: int
              ) -> tuple[RunConfig, dict[str, np.ndarray]]:
     """Train one run on ``data``, named after the corpus actually loaded (a stand-in if WikiText fell back)."""
     cfg = replace(cfg, data=data.name)
-    result = train_run(cfg, out_dir, device, progress, data=data)
+    result = train_run(cfg, out_dir, device, progress, data=data, threads=threads)
     assert result is not None
     return cfg, result
 
@@ -291,30 +455,61 @@ def _data_key(cfg: RunConfig) -> tuple[Any, ...]:
     return (cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
 
 
-def _worker(cfg: RunConfig, out_dir: str, device: str) -> tuple[RunConfig, dict[str, np.ndarray], str, float]:
-    """One run in a worker process with one CPU thread (``run_sweep(..., jobs > 1)``)."""
-    torch.set_num_threads(1)
+def _worker(cfg: RunConfig, out_dir: str, device: str, threads: int
+            ) -> tuple[RunConfig, dict[str, np.ndarray], str, float]:
+    """One run in a worker process (``run_sweep(..., jobs > 1)``)."""
     start = time.perf_counter()
     data = load_lm_data(*_data_key(cfg))
-    cfg, result = _run_one(cfg, out_dir, device, False, data)
+    cfg, result = _run_one(cfg, out_dir, device, False, data, threads)
     return cfg, result, data.note, time.perf_counter() - start
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when the process that started it dies, even by SIGKILL.
+
+    Linux: the kernel sends SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``). Elsewhere a daemon thread
+    polls the parent pid every second. Either way no orphaned worker keeps training a run that a restart would
+    train again.
+    """
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    else:
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` spawned worker processes that die with this process (:func:`_die_with_parent`)."""
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent,
+                               initargs=(os.getpid(),))
+
+
 def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
-              log: Callable[[str], None] = print, jobs: int = 1
+              log: Callable[[str], None] = print, jobs: int = 1, threads: int = DEFAULT_THREADS
               ) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
     """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
 
-    ``jobs > 1`` trains that many runs at once in worker processes of one thread each (no
-    progress bars); otherwise runs go one after the other and each corpus is loaded once.
+    ``jobs > 1`` trains that many runs at once in worker processes (no progress bars) that die
+    with this process; otherwise runs go one after the other and each corpus is loaded once.
+    Every run uses ``threads`` CPU threads either way, so the results do not depend on ``jobs``.
     A corpus that falls back to its offline stand-in (:func:`~joma_lib.lm.data.load_splits`)
     names and records the runs with the stand-in's name.
     """
     jobs = check_int("jobs", jobs, 1)
+    threads = check_int("threads", threads, 1, 1024)
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_worker, cfg, str(out_dir), device) for cfg in configs]
+        with worker_pool(jobs) as pool:
+            futures = [pool.submit(_worker, cfg, str(out_dir), device, threads) for cfg in configs]
             for future in futures:
                 cfg, result, note, seconds = future.result()
                 log(f"{cfg.name}: done in {seconds:.0f} s ({note})")
@@ -327,16 +522,46 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
                 loaded[key] = load_lm_data(*key)
                 log(loaded[key].note)
             start = time.perf_counter()
-            done.append(_run_one(cfg, out_dir, device, progress, loaded[key]))
+            done.append(_run_one(cfg, out_dir, device, progress, loaded[key], threads))
             log(f"{done[-1][0].name}: done in {time.perf_counter() - start:.0f} s")
     configs_run = [cfg for cfg, _ in done]
     return collect([result for _, result in done], configs_run), configs_run
 
 
+def train_on_cpu(configs: Sequence[RunConfig]) -> dict[str, np.ndarray]:
+    """Train ``configs`` in a scratch directory on one CPU thread with deterministic algorithms (repeatable)."""
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            runs, _ = run_sweep(configs, out, device="cpu", progress=False, log=lambda _: None)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    return runs
+
+
+
+def train_preset(preset: str, seeds: Sequence[int] | None = None, **overrides: Any) -> dict[str, np.ndarray]:
+    """Train a preset of :data:`PRESETS` with :func:`train_on_cpu`; return the collected runs.
+
+    ``seeds`` replace the preset's (``calibrate`` measures the seed spread with them); ``overrides`` change
+    :class:`RunConfig` fields (e.g. ``steps``).
+    """
+    check_choice("preset", preset, tuple(PRESETS))
+    settings = dict(PRESETS[preset])
+    layers, lrs, preset_seeds = settings.pop("layers"), settings.pop("lr"), settings.pop("seeds")
+    base = replace(RunConfig(**settings), **overrides)
+    return train_on_cpu(sweep_configs(base, layers, lrs, list(seeds or preset_seeds)))
+
 def load_sweep(out_dir: str | Path) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
     """Collect every finished run under ``out_dir`` (sorted by layers, lr, seed)."""
     found = []
     for path in sorted(Path(out_dir).glob("*/result.npz")):
+        if not path.with_suffix(".json").exists():
+            raise ValueError(f"{path.parent} was stopped while finishing (result.npz without result.json); run its "
+                             "`python -m joma_lib.lm.train run` command again to complete it from its checkpoint")
         cfg = RunConfig(**json.loads(path.with_suffix(".json").read_text())["config"])
         with np.load(path) as npz:
             found.append((cfg, {k: npz[k] for k in npz.files}))
@@ -363,23 +588,24 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, nargs="+")
     for name, kind in [("steps", int), ("eval_interval", int), ("eval_chunks", int), ("seq_len", int),
                        ("batch_size", int), ("eval_batch_size", int), ("max_vocab", int), ("d", int), ("d_ff", int),
-                       ("dropout", float), ("clip", float), ("data_seed", int)]:
+                       ("dropout", float), ("clip", float), ("data_seed", int), ("n_heads", int)]:
         run.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
-    run.add_argument("--adam-reset", dest="adam_reset", choices=ADAM_RESET)
+    run.add_argument("--adam-reset", dest="adam_reset", choices=ADAM_RESET,
+                     help="epoch: a new Adam at every epoch, as the authors; never: one for the whole run")
+    run.add_argument("--arch", choices=ARCHS, help="paper: the authors' model; gptneox: Pythia's (Fig. 7)")
+    run.add_argument("--log-checkpoints", dest="log_checkpoints", action="store_true", default=None,
+                     help="also record at steps 1, 2, 4, ... below --eval-interval (Pythia's schedule)")
+    run.add_argument("--precision", choices=PRECISIONS, help="fp32 (default) or bf16 mixed precision")
     run.add_argument("--device", choices=DEVICE_CHOICES, default=None, help="default: $JOMA_DEVICE or auto")
     run.add_argument("--out", required=True, help="directory of the runs (checkpoints and per-run results)")
     run.add_argument("--results", help="also write the collected sweep here (npz + json)")
-    run.add_argument("--jobs", type=int, default=1, help="train this many runs at once, one CPU thread each")
+    run.add_argument("--jobs", type=int, default=1, help="train this many runs at once (does not change the results)")
+    run.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                     help=f"CPU threads of each run (default {DEFAULT_THREADS}; recorded, a resume must use the same)")
     run.add_argument("--no-progress", action="store_true")
     col = sub.add_parser("collect", help="stack the finished runs of a directory into one npz")
     col.add_argument("out")
     col.add_argument("--results", required=True)
-    plot = sub.add_parser("plot", help="draw Fig. 6 or Fig. 8 from our runs, as from the authors' data")
-    plot.add_argument("out", help="a run directory or a collected .npz")
-    plot.add_argument("--figure", choices=("fig6", "fig8"), default="fig6")
-    plot.add_argument("--lr", type=float, default=None,
-                      help="Fig. 6: the learning rate to show (default: the only one)")
-    plot.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf)")
     return p
 
 
@@ -413,24 +639,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             configs = sweep_configs(base, layers, lrs, seeds)
             resolve_device(args.device)
             data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
-                                      not args.no_progress, jobs=args.jobs)
+                                      not args.no_progress, jobs=args.jobs, threads=args.threads)
             if args.results:
                 write_results(Path(args.results), data, _sweep_meta(configs))
                 print(f"wrote {args.results}")
-        elif args.command == "collect":
+        else:
             data, configs = load_sweep(args.out)
             write_results(Path(args.results), data, _sweep_meta(configs))
             print(f"wrote {args.results} ({len(configs)} runs)")
-        else:
-            from joma_lib.figures.rerun import plot_sweep
-            from joma_lib.figures.style import figure_style
-
-            with figure_style():
-                plot_sweep(args.out, args.figure, args.lr).savefig(args.output, bbox_inches="tight")
-            print(f"wrote {args.output}")
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ValueError, OSError, RuntimeError) as err:  # bad settings, damaged files, a locked run: one line
+        print("error: " + " ".join(str(err).split()), file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:
+        where = f"{err}; " if str(err) else ""
+        print(f"interrupted: {where}finished runs are kept; run the same command again to resume", file=sys.stderr)
+        return 130
     return 0
 
 

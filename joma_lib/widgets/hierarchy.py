@@ -3,22 +3,22 @@
 The reader sets the height ``L`` of the tree, the polarity ``rho`` (or ties it to ``1 - 1/L``),
 the channel (symmetric or "inheritance") and the height ``H`` of the common ancestor to
 highlight. Each change recomputes the exact co-occurrence by message passing
-(:func:`joma_lib.hierarchy.cooccurrence_exact`) for every ``H`` and redraws a persistent
-figure into a PNG image widget.
+(:func:`cooccurrence_view`, from :func:`joma_lib.latent_tree.cooccurrence_exact`) for every ``H`` and redraws
+a persistent figure (:class:`CooccurrenceDrawing`) into a PNG image widget, through the one panel API
+(:class:`joma_lib.widgets.panel.Panel`).
 """
 
 from __future__ import annotations
 
-import io
-from typing import Any
+from typing import Any, NamedTuple
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from joma_lib.figures.style import figure_style
-from joma_lib.hierarchy import HBLT, cooccurrence_approx, cooccurrence_exact
+from joma_lib.latent_tree import HBLT, cooccurrence_approx, cooccurrence_exact
+from joma_lib.validation import check_choice, check_int
+from joma_lib.widgets.panel import Panel, Values
 
 CHANNELS = {"symmetric: P[child = parent] = (1 + rho)/2": None, "inheritance: off parent -> off child": 0.0}
 
@@ -29,13 +29,63 @@ def cooccurrence_curve(depth: int, rho: float, off_rate: float | None) -> np.nda
     return np.array([cooccurrence_exact(tree, 2 ** (H - 1), 0) for H in range(1, depth + 1)])
 
 
-class CooccurrenceExplorer:
-    """Controls, a persistent figure and the redraw that links them."""
+class CooccurrenceView(NamedTuple):
+    """Heights ``H = 1..L``, the exact ``P[l | m]``, the paper's ``1 - H/L`` and the highlighted height."""
+
+    heights: np.ndarray
+    exact: np.ndarray
+    approx: np.ndarray
+    height: int
+
+
+def cooccurrence_view(depth: int = 8, tie_rho: bool = True, rho: float = 0.875, channel: str = next(iter(CHANNELS)),
+                      height: int = 2) -> CooccurrenceView:
+    """The panel's computation: the exact co-occurrence for every height and ``1 - H/L`` (Theorem 5).
+
+    ``tie_rho`` uses ``rho = 1 - 1/L``; ValueError (naming the parameter) for a value it cannot honour.
+    """
+    depth = check_int("depth (L)", depth, 2)
+    height = check_int("height (H)", height, 1, depth)
+    off_rate = CHANNELS[check_choice("channel", channel, CHANNELS)]
+    rho = 1 - 1 / depth if tie_rho else rho
+    H = np.arange(1, depth + 1)
+    return CooccurrenceView(H, cooccurrence_curve(depth, rho, off_rate), cooccurrence_approx(H, depth), height)
+
+
+def cooccurrence_summary(view: CooccurrenceView, values: Values) -> str:
+    """The status line: exact value, the paper's approximation and their difference at the highlighted height."""
+    h = view.height
+    return (f"H = {h}: exact P[l|m] = {view.exact[h - 1]:.4f}, 1 - H/L = {view.approx[h - 1]:.4f}, "
+            f"difference {view.exact[h - 1] - view.approx[h - 1]:+.4f}")
+
+
+class CooccurrenceDrawing:
+    """A persistent figure redrawn for each :class:`CooccurrenceView`."""
+
+    def __init__(self) -> None:
+        self.figure = Figure(figsize=(6.5, 3.6), layout="constrained")
+        self.ax = self.figure.subplots()
+
+    def __call__(self, view: CooccurrenceView, values: Values) -> Figure:
+        ax, h = self.ax, view.height
+        ax.clear()
+        ax.plot(view.heights, view.exact, "o-", label="exact (message passing)")
+        ax.plot(view.heights, view.approx, "k--", label="1 - H/L (paper)")
+        ax.plot([h], [view.exact[h - 1]], "o", ms=12, mfc="none", mec="C3")
+        ax.set_xlabel("height H of the common ancestor")
+        ax.set_ylabel("P[l | m]")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=8)
+        return self.figure
+
+
+class CooccurrenceExplorer(Panel):
+    """The Theorem 5 panel: its controls -> :func:`cooccurrence_view` -> :class:`CooccurrenceDrawing`."""
 
     def __init__(self, depth: int = 8, rho: float = 0.875, tie_rho: bool = True, height: int = 2) -> None:
         style = {"description_width": "10em"}
         slider = {"continuous_update": False, "style": style, "layout": widgets.Layout(width="26em")}
-        self.controls = {
+        controls = {
             "depth": widgets.IntSlider(value=depth, min=2, max=20, description="tree height L", **slider),
             "tie_rho": widgets.Checkbox(value=tie_rho, description="rho = 1 - 1/L", style=style),
             "rho": widgets.FloatSlider(value=rho, min=0.05, max=1.0, step=0.005, description="polarity rho",
@@ -44,58 +94,17 @@ class CooccurrenceExplorer:
                                         layout=widgets.Layout(width="26em")),
             "height": widgets.IntSlider(value=height, min=1, max=depth, description="highlight H", **slider),
         }
-        self.image = widgets.Image(format="png")
-        self.readout = widgets.HTML()
-        self.figure = Figure(figsize=(6.5, 3.6), layout="constrained")
-        self.ax = self.figure.subplots()
-        self._busy = False
-        for control in self.controls.values():
-            control.observe(lambda _: self.redraw(), names="value")
-        self.redraw()
+        super().__init__(controls, cooccurrence_view, CooccurrenceDrawing(), summary=cooccurrence_summary)
 
-    def redraw(self) -> None:
-        """Recompute the curve for the current controls and redraw."""
-        if self._busy:  # a control changed by the redraw itself
-            return
-        self._busy = True
-        try:
-            self._redraw()
-        finally:
-            self._busy = False
-
-    def _redraw(self) -> None:
+    def link(self) -> None:
+        """The highlighted height stays within the tree; a tied ``rho`` follows ``L`` (and is greyed out)."""
         c = self.controls
-        L = c["depth"].value
-        c["height"].max = L
+        c["height"].max = c["depth"].value
         c["rho"].disabled = c["tie_rho"].value
         if c["tie_rho"].value:
-            c["rho"].value = 1 - 1 / L
-        rho, off_rate = c["rho"].value, CHANNELS[c["channel"].value]
-        H = np.arange(1, L + 1)
-        exact = cooccurrence_curve(L, rho, off_rate)
-        approx = cooccurrence_approx(H, L)
-        h = c["height"].value
-        ax = self.ax
-        ax.clear()
-        with figure_style():
-            ax.plot(H, exact, "o-", label="exact (message passing)")
-            ax.plot(H, approx, "k--", label="1 - H/L (paper)")
-            ax.plot([h], [exact[h - 1]], "o", ms=12, mfc="none", mec="C3")
-            ax.set_xlabel("height H of the common ancestor")
-            ax.set_ylabel("P[l | m]")
-            ax.set_ylim(-0.02, 1.02)
-            ax.legend(fontsize=8)
-            buffer = io.BytesIO()
-            FigureCanvasAgg(self.figure).print_png(buffer)
-        self.image.value = buffer.getvalue()
-        self.readout.value = (f"H = {h}: exact P[l|m] = {exact[h - 1]:.4f}, 1 - H/L = {approx[h - 1]:.4f}, "
-                              f"difference {exact[h - 1] - approx[h - 1]:+.4f}")
-
-    def panel(self) -> widgets.Widget:
-        """Controls on the left, figure and readout on the right."""
-        return widgets.HBox([widgets.VBox(list(self.controls.values())), widgets.VBox([self.image, self.readout])])
+            c["rho"].value = 1 - 1 / c["depth"].value
 
 
 def cooccurrence_panel(**kwargs: Any) -> widgets.Widget:
     """The explorer panel for a notebook cell (needs a live kernel to react)."""
-    return CooccurrenceExplorer(**kwargs).panel()
+    return CooccurrenceExplorer(**kwargs).widget

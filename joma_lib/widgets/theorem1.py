@@ -2,31 +2,34 @@
 ``eta_z / eta_w`` and a seed; a short SGD run of :func:`joma_lib.block.invariant_toy` is redone and the
 invariant residual is redrawn.
 
-:func:`simulate` (computing) and :func:`draw_check` (drawing) are plain functions; :func:`invariant_panel`
-wires them to ipywidgets (it needs a live kernel; on the static book page it shows but does not react).
+:func:`simulate` (computing) and :func:`draw_check` (drawing) are plain functions; :func:`invariant_explorer`
+wires them to ipywidgets through :class:`joma_lib.widgets.panel.Panel` (it needs a live kernel; on the static
+book page it shows but does not react).
 """
 
 from __future__ import annotations
 
-import io
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.block import ACTIVATIONS, ATTENTIONS
+from joma_lib.attention_kinds import ATTENTIONS
+from joma_lib.block import ACTIVATIONS
 from joma_lib.figures.style import figure_style
-from joma_lib.figures.theorem1 import toy_check
+from joma_lib.invariants import toy_check
 
 if TYPE_CHECKING:  # the library itself does not need ipywidgets
     import ipywidgets
+
+    from joma_lib.widgets.panel import Panel
 
 LR_RATIOS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 def simulate(attention: str = "exp", phi: str = "relu", lr_ratio: float = 1.0, seed: int = 0,
              steps: int = 150) -> dict[str, np.ndarray]:
-    """The widget's run: :func:`joma_lib.figures.theorem1.toy_check` with ``steps`` SGD steps at ``lr_w = 0.1``."""
+    """The widget's run: :func:`joma_lib.invariants.toy_check` with ``steps`` SGD steps at ``lr_w = 0.1``."""
     return toy_check(attention, phi, seed, steps=steps, lr_ratio=lr_ratio)
 
 
@@ -49,30 +52,39 @@ def draw_check(data: dict[str, np.ndarray], title: str = "") -> Figure:
     return fig
 
 
+def check_title(data: dict[str, np.ndarray], values: dict[str, Any]) -> str:
+    """The panel's title: the settings and the final residual."""
+    return (f"{values['attention']} attention, phi = {values['phi']}, eta_z/eta_w = {values['lr_ratio']:g}, "
+            f"seed {values['seed']}: final residual {data['residual'][-1]:.1e}")
+
+
 def render_png(attention: str, phi: str, lr_ratio: float, seed: int) -> bytes:
-    """One redraw of the panel: simulate, draw, encode as PNG."""
-    data = simulate(attention, phi, lr_ratio, seed)
-    title = (f"{attention} attention, phi = {phi}, eta_z/eta_w = {lr_ratio:g}, seed {seed}: "
-             f"final residual {data['residual'][-1]:.1e}")
-    buffer = io.BytesIO()
-    draw_check(data, title).savefig(buffer, format="png", dpi=80)
-    return buffer.getvalue()
+    """One redraw of the panel without widgets: simulate, draw, encode as PNG."""
+    from joma_lib.widgets.panel import figure_png
+
+    values: dict[str, Any] = {"attention": attention, "phi": phi, "lr_ratio": lr_ratio, "seed": seed}
+    data = simulate(**values)
+    return figure_png(draw_check(data, check_title(data, values)), dpi=80)
 
 
-def invariant_panel() -> ipywidgets.VBox:
-    """The ipywidgets panel of the Theorem 1 page: four controls and the redrawn check."""
+def invariant_explorer(attention: str = "exp", phi: str = "relu", lr_ratio: float = 1.0, seed: int = 0) -> Panel:
+    """The Theorem 1 panel: controls ``attention``, ``phi``, ``lr_ratio``, ``seed`` -> :func:`simulate` ->
+    :func:`draw_check`."""
     import ipywidgets as widgets
 
-    attention = widgets.Dropdown(options=list(ATTENTIONS), value="exp", description="attention")
-    phi = widgets.Dropdown(options=list(ACTIVATIONS), value="relu", description="phi")
-    ratio = widgets.SelectionSlider(options=list(LR_RATIOS), value=1.0, description="eta_z/eta_w")
-    seed = widgets.IntSlider(value=0, min=0, max=9, description="seed")
-    image = widgets.Image(format="png")
+    from joma_lib.widgets.panel import Panel
 
-    def redraw(_=None) -> None:
-        image.value = render_png(attention.value, phi.value, ratio.value, seed.value)
+    controls = {
+        "attention": widgets.Dropdown(options=list(ATTENTIONS), value=attention, description="attention"),
+        "phi": widgets.Dropdown(options=list(ACTIVATIONS), value=phi, description="phi"),
+        "lr_ratio": widgets.SelectionSlider(options=list(LR_RATIOS), value=lr_ratio, description="eta_z/eta_w"),
+        "seed": widgets.IntSlider(value=seed, min=0, max=9, description="seed"),
+    }
+    return Panel(controls, simulate, lambda data, values: draw_check(data, check_title(data, values)),
+                 summary=lambda data, values: f"final residual {data['residual'][-1]:.1e} "
+                                              f"(ratio ignored: {data['residual_unscaled'][-1]:.1e})")
 
-    for control in (attention, phi, ratio, seed):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([attention, phi]), widgets.HBox([ratio, seed]), image])
+
+def invariant_panel(**initial: Any) -> ipywidgets.Widget:
+    """The ipywidgets panel of the Theorem 1 page (keyword arguments: initial values)."""
+    return invariant_explorer(**initial).widget

@@ -1,14 +1,14 @@
 """Sphinx extension: serve plotly.js from the installed ``plotly`` package, never from a CDN.
 
 Pages that show a plotly figure embed it with ``include_plotlyjs=False`` (see
-:func:`joma_lib.explorable.explorer_html`), so they need a global ``Plotly``. This extension
+:meth:`joma_lib.explorable.Explorer.html`), so they need a global ``Plotly``. This extension
 
 * writes the bundle that ships with the ``plotly`` Python package to
   ``_static/plotly-<version>.min.js`` of the HTML output (no copy of it lives in git), and
 * adds a ``<script>`` tag for it to the pages whose body holds a plotly graph div, and only
   to those (4-5 MB that other pages need not load).
 
-Enable it in ``_config.yml`` under ``sphinx: extra_extensions:`` as ``joma_lib.sphinx_plotly``.
+Enabled in ``_config.yml`` under ``sphinx: local_extensions:`` (``sphinx_plotly: _ext``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from joma_lib.figures.hierarchy import make_cooccurrence, make_fig5
-from joma_lib.hierarchy import (
+from joma_lib.latent_tree import (
     HBLT,
     approximation_error_bound,
     association_dynamics,
@@ -199,8 +199,8 @@ def test_cooccurrence_widget_follows_its_controls() -> None:
     explorer.controls["depth"].value = 10
     assert explorer.controls["rho"].value == pytest.approx(0.9) and explorer.controls["rho"].disabled
     expected = cooccurrence_exact(HBLT(depth=10, rho=0.9), 2, 0)
-    assert f"{expected:.4f}" in explorer.readout.value
+    assert f"{expected:.4f}" in explorer.status.value
     explorer.controls["tie_rho"].value = False
     explorer.controls["rho"].value = 0.5
     explorer.controls["channel"].value = list(explorer.controls["channel"].options)[1]  # inheritance: rho^H
-    assert f"{0.5 ** 2:.4f}" in explorer.readout.value
+    assert f"{0.5 ** 2:.4f}" in explorer.status.value

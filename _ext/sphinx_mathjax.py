@@ -7,11 +7,14 @@ no Django needed) is installed, this extension
 
 * points ``mathjax_path`` at ``_static/mathjax/tex-chtml.js`` (at ``config-inited``), and
 * copies the parts of the ``es5`` build that ``tex-chtml`` loads at run time (the combined
-  component, its CommonHTML fonts, the TeX extensions it may autoload, and the UI menu) into the
-  HTML output when the build finishes.
+  component, its CommonHTML fonts and the TeX extensions it may autoload) into the HTML output
+  when the build finishes. The context menu is disabled in ``_config.yml`` (``enableMenu: false``),
+  so the accessibility components and speech maps it would load (``a11y``, ``sre``: 4.3 MB) and the
+  lazy/safe UI are not shipped, nor the TeX packages the pages never autoload (``all-packages``,
+  ``mhchem``).
 
 Without the package the build keeps Sphinx's CDN default and says so once in the log.
-Enable it in ``_config.yml`` under ``sphinx: extra_extensions:`` as ``joma_lib.sphinx_mathjax``.
+Enabled in ``_config.yml`` under ``sphinx: local_extensions:`` (``sphinx_mathjax: _ext``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TARGET = "mathjax"
-PARTS = ("tex-chtml.js", "output/chtml/fonts", "input/tex/extensions", "ui", "a11y", "sre")
+PARTS = ("tex-chtml.js", "output/chtml/fonts", "input/tex/extensions")
+UNUSED = ("all-packages.js", "mhchem.js")
 
 
 def mathjax_es5_dir() -> Path | None:
@@ -44,7 +48,7 @@ def mathjax_es5_dir() -> Path | None:
 
 def _use_local(app: Sphinx, config: Config) -> None:
     if mathjax_es5_dir() is None:
-        logger.info("joma_lib.sphinx_mathjax: django-static-mathjax not installed; MathJax comes from the CDN")
+        logger.info("sphinx_mathjax: django-static-mathjax not installed; MathJax comes from the CDN")
         return
     config.mathjax_path = f"{TARGET}/tex-chtml.js"
 
@@ -57,7 +61,7 @@ def _copy(app: Sphinx, exception: Exception | None) -> None:
     for part in PARTS:
         src, out = es5 / part, dest / part
         if src.is_dir():
-            shutil.copytree(src, out, dirs_exist_ok=True)
+            shutil.copytree(src, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*UNUSED))
         elif src.exists():
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, out)

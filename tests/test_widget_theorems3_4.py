@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from joma_lib.widgets.modified_mlp import ModifiedMLPExplorer, modified_mlp_panel
+from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer, modified_mlp_panel
 
 
 def test_panel_redraws_on_control_changes():
@@ -15,16 +15,16 @@ def test_panel_redraws_on_control_changes():
     explorer.controls["temperature"].value = 1.0       # an observed change triggers a redraw
     assert explorer.image.value != first
     ms = explorer.update(nonlinear=False, n=5)
-    assert ms > 0 and len(explorer.v_lines) == 5
-    assert not any(line.get_visible() for line in explorer.mu_lines)  # no targets in the linear case
-    x, y = explorer.entropy_line.get_data()
+    assert ms > 0 and len(explorer.drawing.v_lines) == 5
+    assert not any(line.get_visible() for line in explorer.drawing.mu_lines)  # no targets in the linear case
+    x, y = explorer.drawing.entropy_line.get_data()
     assert x[-1] == 1000 and y[-1] < 0.3                # most salient takes all
     assert "entropy: start" in explorer.status.value
 
 
 def test_panel_matches_library_run():
     explorer = ModifiedMLPExplorer(n_steps=500)
-    steps, v0 = explorer.v_lines[-1].get_data()
+    steps, v0 = explorer.drawing.v_lines[-1].get_data()
     from joma_lib.dynamics import fig4_mu, simulate_softmax_attention
 
     run = simulate_softmax_attention(fig4_mu(), n_steps=500)

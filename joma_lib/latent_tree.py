@@ -40,8 +40,8 @@ from math import floor, log2
 import numpy as np
 from scipy.integrate import quad
 
-from joma_lib.dynamics import check_times, integrate_nonlinear
-from joma_lib.validation import check_float, check_int
+from joma_lib.dynamics import integrate_nonlinear
+from joma_lib.validation import as_finite_array, check_float, check_int, check_times
 
 MAX_ENUMERATION_NODES = 18
 """Exact enumeration sums over ``D * 2**N`` configurations of the ``N`` binary nodes: keep it small."""
@@ -223,7 +223,7 @@ def cooccurrence_closed_form(rho: float, H: int, marginal: float = 0.5) -> float
 def cooccurrence_approx(H: int | np.ndarray, L: int) -> np.ndarray:
     """The paper's approximation ``P[l | m] ~ 1 - H/L`` (Theorem 5)."""
     L = check_int("L", L, 1)
-    H = np.asarray(H)
+    H = as_finite_array("H", H)
     if np.any(H < 0) or np.any(H > L):
         raise ValueError(f"H must lie in [0, L] = [0, {L}], got {H}")
     return 1.0 - H / L
@@ -302,7 +302,7 @@ def association_targets(tree: HBLT, m: int, scale: float = 3.0) -> np.ndarray:
 
 
 def _check_targets(mu: np.ndarray) -> np.ndarray:
-    mu = np.asarray(mu, dtype=float)
+    mu = as_finite_array("mu", mu)
     if mu.ndim != 1 or not np.all(np.isfinite(mu)) or np.any(mu < 0) or np.any(mu > 10):
         raise ValueError(f"mu must be a 1-D array of finite targets in [0, 10], got {mu!r}")
     return mu

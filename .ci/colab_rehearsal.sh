@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Colab/Binder rehearsal: run every chapter as a reader's notebook would, outside the repository.
+#   1. build a wheel of joma_lib from this checkout;
+#   2. make a fresh venv with only requirements.txt (torch first, the CPU wheel; no dev tools, no `-e .`),
+#      plus ipykernel and nbclient, which Colab and Binder have;
+#   3. convert every chapter to .ipynb (jupytext) in a scratch folder outside the repository;
+#   4. execute each top to bottom with that folder as working directory; each notebook's install cell
+#      installs the wheel (JOMA_WHEEL) the first time joma_lib is missing, as it would install from GitHub.
+# Chapters that need the authors' files or the internet fall back to the committed data, as in the book.
+# pip's cache is reused, so after the first run the venv costs seconds; executing the chapters dominates.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+python=${PYTHON:-python3}
+work=$(mktemp -d "${TMPDIR:-/tmp}/joma-rehearsal.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+t0=$(date +%s)
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg
+unset JOMA_OFFICIAL_DIR  # a reader has no copy of the authors' files
+
+# the wheel is built from a copy of the tracked files, so no build/ folder is left in the checkout
+mkdir "$work/src"
+git ls-files -z | xargs -0 cp --parents -t "$work/src"
+.venv/bin/pip wheel -q --no-deps -w "$work/dist" "$work/src"
+wheel=$(ls "$work"/dist/joma_companion-*.whl)
+
+"$python" -m venv "$work/venv"
+pip=("$work/venv/bin/pip" install -q -c "$repo/constraints.txt")
+"${pip[@]}" torch==2.13.0
+grep -v '^-e ' requirements.txt > "$work/requirements.txt"
+"${pip[@]}" -r "$work/requirements.txt" ipykernel nbclient
+if (cd "$work" && "$work/venv/bin/python" -c "import joma_lib" 2>/dev/null); then
+  echo "joma_lib is importable before the install cell ran: the rehearsal would not test it" >&2; exit 1
+fi
+echo "rehearsal venv ready after $(( $(date +%s) - t0 ))s"
+
+mkdir "$work/notebooks"
+for md in $(grep -l '^kernelspec:' book/*.md); do
+  .venv/bin/jupytext --quiet --to ipynb -o "$work/notebooks/$(basename "${md%.md}").ipynb" "$md"
+done
+
+cd "$work/notebooks"
+export JOMA_WHEEL="$wheel"
+failed=0
+for nb in *.ipynb; do
+  t=$(date +%s)
+  if "$work/venv/bin/python" - "$nb" <<'PY'
+import sys, nbformat
+from nbclient import NotebookClient
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": "."}}).execute()
+PY
+  then echo "ok    $nb ($(( $(date +%s) - t ))s)"; else echo "FAIL  $nb"; failed=1; fi
+done
+"$work/venv/bin/python" -c "import joma_lib; assert '$repo' not in joma_lib.__file__, joma_lib.__file__"
+echo "rehearsal finished in $(( $(date +%s) - t0 ))s"
+exit $failed

@@ -1,0 +1,132 @@
+"""Fig. 7: stable rank of the lower MLP matrix over training, on a Pythia-architecture model.
+
+The paper follows ``srank(W) = ||W||_F^2 / ||W||_2^2`` of the MLP input matrix (Pythia's
+``dense_h_to_4h``) of pre-trained OPT and Pythia models across their training checkpoints and
+reports that it first drops and then bounces back, like the attention entropy (Sec. 6).
+
+* Online, the real Pythia checkpoints are read by :func:`joma_lib.lm.pythia.checkpoint_stable_ranks`
+  (the book page does so when the hub is reachable; nothing here depends on it).
+* ``c-fig7-standin``: offline stand-in, our own small model of Pythia's architecture trained on
+  Wikipedia leads and measured on Pythia's checkpoint schedule (preset ``fig7-standin`` of
+  :mod:`joma_lib.lm.train`, two seeds); ``make`` reads the committed results of the documented
+  command ``python -m joma_lib.lm.train run --preset fig7-standin --jobs 2 --out runs/fig7-standin
+  --results joma_lib/lm/results/fig7-standin.npz``.
+* ``c-fig7-quick``: a smaller, shorter version (preset ``fig7-quick``) that CI retrains.
+
+Claim ``fig7-srank-bounce`` (measure fixed in advance): on the seed-mean curve of the lowest
+layer, the minimum lies strictly inside the run and the curve climbs back by at least
+:data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.figures.sweep_plots import READ_BACK, RESULTS_DIR, layer_colours, load_runs
+from joma_lib.lm.train import train_preset
+
+STANDIN_RESULTS = RESULTS_DIR / "fig7-standin.npz"
+#: the rebound the claim asks for, as a fraction of the drop from the start to the minimum
+BOUNCE_FRACTION = 0.1
+
+
+def bounce_fraction(curve: np.ndarray) -> float:
+    """``(c_end - c_min) / (c_0 - c_min)`` if the minimum is strictly inside the curve, else 0."""
+    curve = np.asarray(curve, dtype=np.float64)
+    k = int(np.argmin(curve))
+    if k == 0 or k == curve.size - 1 or curve[0] <= curve[k]:
+        return 0.0
+    return float((curve[-1] - curve[k]) / (curve[0] - curve[k]))
+
+
+def srank_panels(runs: dict[str, np.ndarray]) -> FigureData:
+    """Seed-mean stable rank ``[C, L]`` (and per seed ``[R, C, L]``), loss and entropy of one model's runs."""
+    if np.unique(runs["nlayers"]).size != 1 or np.unique(runs["minibatch"], axis=0).shape[0] != 1:
+        raise ValueError("the runs must share one depth and one checkpoint schedule")
+    srank = runs["stable_rank"]
+    mean = srank.mean(axis=0)
+    return {"minibatch": runs["minibatch"][0], "stable_rank": mean, "stable_rank_seeds": srank,
+            "val_loss": runs["val_loss"].mean(axis=0), "attn_entropy": runs["attn_entropy"].mean(axis=0),
+            "bounce_fraction": np.array([bounce_fraction(mean[:, layer]) for layer in range(mean.shape[1])]),
+            "n_seeds": np.array(srank.shape[0]), "lr": np.array(float(runs["lr"][0]))}
+
+
+def make_standin(path: str = str(STANDIN_RESULTS)) -> FigureData:
+    """Data of ``c-fig7-standin``: the committed results of the stored run."""
+    return srank_panels(load_runs(Path(path)))
+
+
+def make_quick(**overrides: Any) -> FigureData:
+    """Data of ``c-fig7-quick``: train the ``fig7-quick`` preset on the CPU."""
+    return srank_panels(train_preset("fig7-quick", **overrides))
+
+
+def draw_stable_rank(ax: Axes, steps: np.ndarray, srank: np.ndarray, label: str) -> None:
+    """Stable rank of each layer (``srank [S, L]``) vs training step on a symmetric-log axis (step 0 included)."""
+    depth = srank.shape[1]
+    for layer, colour in enumerate(layer_colours(depth)):
+        ax.plot(steps, srank[:, layer], marker=".", color=colour, label=f"layer{layer}")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(r"stable rank of $W_1$ (dense_h_to_4h)")
+    ax.set_title(label, fontsize=10)
+    ax.legend(fontsize=9, ncols=2)
+
+
+def plot_fig7(data: FigureData) -> Figure:
+    """Left: stable rank of each layer's lower MLP matrix; right: validation loss; x on Pythia's log-spaced steps."""
+    fig = Figure(figsize=(8.8, 3.4), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=(3, 2))
+    depth = data["stable_rank"].shape[1]
+    draw_stable_rank(left, data["minibatch"], data["stable_rank"],
+                     f"Pythia-architecture stand-in, {depth} layers ({int(data['n_seeds'])} seeds)")
+    right.plot(data["minibatch"], data["val_loss"], marker=".", color="black")
+    right.set_xscale("symlog", linthresh=1.0)
+    right.set_xlabel("training step")
+    right.set_ylabel("validation loss (nats)")
+    return fig
+
+
+def _lowest_layer_bounce(data: FigureData) -> float:
+    return float(data["bounce_fraction"][0])
+
+
+def _claim(claim_id: str, book_says: str, where: str) -> Claim:
+    return Claim(claim_id, "Fig. 7",
+                 f"{where}: the stable rank of the lowest layer's MLP input matrix falls, then climbs back by at "
+                 f"least {BOUNCE_FRACTION:.0%} of its drop (minimum strictly inside the run)",
+                 _lowest_layer_bounce, ">=", BOUNCE_FRACTION, book_says=book_says)  # type: ignore[arg-type]
+
+
+FIGURES = [
+    FigureSpec(
+        fig_id="c-fig7-standin",
+        title="Stable rank of the lower MLP matrix over training: our Pythia-architecture stand-in",
+        paper_ref="Fig. 7 (offline stand-in)",
+        chapter="book/fig7.md",
+        make=make_standin,
+        plot=plot_fig7,
+        default_tol=READ_BACK,
+        claims=(_claim("fig7-srank-bounce", "holds", "stored stand-in run"),),
+    ),
+    FigureSpec(
+        fig_id="c-fig7-quick",
+        title="Stable rank of the lower MLP matrix: the shortened stand-in run CI retrains",
+        paper_ref="Fig. 7 (offline stand-in)",
+        chapter="book/fig7.md",
+        make=make_quick,
+        plot=plot_fig7,
+        tolerances={"minibatch": READ_BACK, "n_seeds": READ_BACK, "lr": READ_BACK,
+                    "stable_rank": Tolerance(rtol=0.0, atol=0.5, gpu_atol=1.0),
+                    "stable_rank_seeds": Tolerance(rtol=0.0, atol=0.5, gpu_atol=1.0),
+                    "bounce_fraction": Tolerance(rtol=0.0, atol=0.1, gpu_atol=0.2)},
+        default_tol=Tolerance(rtol=0.0, atol=0.03, gpu_atol=0.1),
+        claims=(_claim("fig7-srank-bounce-quick", "holds", "shortened stand-in run"),),
+    ),
+]

@@ -1,0 +1,153 @@
+"""Tests of the claims ledger: verdict logic, pending claims, the CLI and ``verify`` failing on a broken claim."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from joma_lib.figures import claims, harness
+from joma_lib.figures.__main__ import main
+from joma_lib.figures.registry import Claim, FigureSpec
+
+registry_module = importlib.import_module("joma_lib.figures.registry")  # the module, not the function
+
+JSON_KEYS = {"id", "figure", "paper_ref", "statement", "value", "threshold", "verdict", "page"}
+
+
+def _make(scale: float = 1.0) -> dict[str, np.ndarray]:
+    return {"y": scale * np.array([1.0, 2.0, 3.0])}
+
+
+def _plot(data):
+    fig = Figure()
+    fig.subplots().plot(data["y"])
+    return fig
+
+
+def _spec(*figure_claims: Claim, scale: float = 1.0) -> FigureSpec:
+    return FigureSpec(fig_id="c-claimy", title="toy", paper_ref="companion", chapter="book/toy.md", make=_make,
+                      plot=_plot, params={"scale": scale}, claims=figure_claims)
+
+
+MAX_BELOW_4 = Claim("toy-max-below-4", "Thm. 0", "the largest y stays below 4", lambda d: d["y"].max(), "<", 4.0)
+SUM_ABOVE_10 = Claim("toy-sum-above-10", "Thm. 0", "the sum exceeds 10 (the book says it does not)",
+                     lambda d: d["y"].sum(), ">", 10.0, book_says="fails")
+
+
+@pytest.fixture
+def toy(monkeypatch, tmp_path):
+    """Install a toy registry; returns a setter that swaps the toy figure's spec."""
+    def install(spec: FigureSpec) -> None:
+        monkeypatch.setattr(registry_module, "registry", lambda: {spec.fig_id: spec})
+    monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
+    install(_spec(MAX_BELOW_4, SUM_ABOVE_10))
+    return install
+
+
+def test_verdict_logic():
+    data = _make()
+    assert MAX_BELOW_4.evaluate(data) == (3.0, "holds")
+    assert MAX_BELOW_4.evaluate(_make(scale=2.0)) == (6.0, "fails")
+    nan = Claim("toy-nan", "Thm. 0", "NaN never holds", lambda d: float("nan"), "<", 1.0)
+    assert nan.evaluate(data)[1] == "fails"
+    equal = Claim("toy-eq", "Thm. 0", "bound is inclusive", lambda d: 3.0, "<=", 3.0)
+    assert equal.evaluate(data)[1] == "holds"
+    with pytest.raises(ValueError, match="relation"):
+        Claim("toy-bad", "Thm. 0", "bad relation", lambda d: 0.0, "==", 0.0)  # type: ignore[arg-type]
+
+
+def test_ledger_rows_and_surprises(toy):
+    rows = {r.claim_id: r for r in claims.ledger(["c-claimy"])}
+    assert set(rows) == {"toy-max-below-4", "toy-sum-above-10"}
+    assert rows["toy-max-below-4"].verdict == "holds" and rows["toy-max-below-4"].threshold == "< 4"
+    assert rows["toy-sum-above-10"].verdict == "fails" and rows["toy-sum-above-10"].value == 6.0
+    assert rows["toy-max-below-4"].page == "book/toy.md#c-claimy"
+    assert claims.surprises(rows.values()) == []  # both as the book says
+    toy(_spec(MAX_BELOW_4, SUM_ABOVE_10, scale=2.0))  # now max = 6 (fails) and sum = 12 (holds)
+    assert {r.claim_id for r in claims.surprises(claims.ledger())} == {"toy-max-below-4", "toy-sum-above-10"}
+
+
+def test_pending_claims_are_not_run_until_a_figure_supersedes_them(toy):
+    pending_ids = {p.claim_id for p in claims.PENDING}
+    for claim_id in ("table1-layer0-learns", "table1-level-specific", "fig7-srank-bounce",
+                     "fig6-bounce-without-adam-reset"):
+        assert claim_id in pending_ids
+    rows = {r.claim_id: r for r in claims.ledger()}
+    assert rows["fig7-srank-bounce"].verdict == "not-run" and rows["fig7-srank-bounce"].reason == "not yet run"
+    backed = Claim("fig7-srank-bounce", "Fig. 7", "toy stand-in", lambda d: d["y"][0], ">=", 1.0)
+    toy(_spec(MAX_BELOW_4, backed))
+    rows_list = claims.ledger()
+    assert [r.claim_id for r in rows_list].count("fig7-srank-bounce") == 1
+    row = next(r for r in rows_list if r.claim_id == "fig7-srank-bounce")
+    assert row.verdict == "holds" and row.figure == "c-claimy"
+
+
+def test_duplicate_claim_id_is_an_error(toy, monkeypatch):
+    other = FigureSpec(fig_id="c-other", title="t", paper_ref="c", chapter="book/toy.md", make=_make, plot=_plot,
+                       claims=(MAX_BELOW_4,))
+    monkeypatch.setattr(registry_module, "registry", lambda: {"c-claimy": _spec(MAX_BELOW_4), "c-other": other})
+    with pytest.raises(RuntimeError, match="toy-max-below-4"):
+        claims.ledger()
+
+
+def test_unavailable_input_gives_not_run_with_reason(toy):
+    def offline(_: str) -> dict[str, np.ndarray]:
+        raise claims.InputUnavailableError("the authors' file is not here")
+    rows = claims.ledger(["toy-max-below-4"], load=offline)
+    assert [r.verdict for r in rows] == ["not-run"] and "authors' file" in rows[0].reason
+
+
+def test_cli_json_keys(toy, capsys):
+    assert main(["claims", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["id"] for r in rows} >= {"toy-max-below-4", "toy-sum-above-10", "fig7-srank-bounce"}
+    for row in rows:
+        expected = JSON_KEYS | ({"reason"} if row["verdict"] == "not-run" else set())
+        assert set(row) == expected, row
+        assert row["verdict"] in {"holds", "fails", "not-run"}
+    assert main(["claims", "toy-max-below-4"]) == 0
+    out = capsys.readouterr().out
+    assert "toy-max-below-4" in out and "holds" in out and "toy-sum-above-10" not in out
+    assert main(["claims", "no-such-claim"]) == 2
+
+
+def test_verify_fails_when_a_holding_claim_fails(toy, capsys):
+    harness.update_reference("c-claimy")
+    assert main(["verify", "c-claimy"]) == 0
+    assert "2 of 2 as the book states" in capsys.readouterr().out
+    # same data, same reference, but the claim's threshold now excludes the data: verify must fail on the claim
+    strict = Claim("toy-max-below-4", "Thm. 0", "the largest y stays below 2", lambda d: d["y"].max(), "<", 2.0)
+    toy(_spec(strict, SUM_ABOVE_10))
+    assert main(["verify", "c-claimy"]) == 1
+    assert "claims fail: toy-max-below-4" in capsys.readouterr().out
+
+
+def test_verify_reports_a_failing_claim_that_starts_to_hold(toy, capsys):
+    harness.update_reference("c-claimy")
+    loose = Claim("toy-sum-above-10", "Thm. 0", "sum exceeds 5", lambda d: d["y"].sum(), ">", 5.0, book_says="fails")
+    toy(_spec(MAX_BELOW_4, loose))
+    main(["verify", "c-claimy"])
+    assert "toy-sum-above-10 now HOLDS" in capsys.readouterr().out
+
+
+REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random thm2-closed-form
+thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order table1-layer0-learns
+table1-level-specific fig6-authors-losses fig6-authors-bounce fig8-lr-optimum fig6-rerun-bounce fig7-srank-bounce
+fig6-bounce-without-adam-reset""".split()
+
+
+def test_the_ledger_lists_every_claim_the_issue_names():
+    ids = claims.all_claim_ids()
+    assert set(REQUIRED_IDS) <= set(ids), sorted(set(REQUIRED_IDS) - set(ids))
+    assert all(i == i.lower() and " " not in i for i in ids)
+
+
+def test_claims_hold_as_the_book_says_on_the_committed_references():
+    """Every figure claim, evaluated on the committed reference data, has the verdict the book states."""
+    rows = claims.ledger(load=harness.load_reference)
+    assert [r.claim_id for r in claims.surprises(rows)] == []
+    assert {r.verdict for r in rows if r.figure} <= {"holds", "fails"}

@@ -1,0 +1,450 @@
+"""Faults and bad input at the edges: a damaged file, a stalled server, a bad output folder.
+
+Each test pins one case of issue 13: the failure is reported for the figure (or call) it concerns, with a message
+that says what is wrong and how to repair it, and nothing else is lost.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import numpy as np
+import pytest
+from test_harness import TOY, _make_toy, _plot_toy
+
+from joma_lib.figures import harness
+from joma_lib.figures.__main__ import main
+from joma_lib.figures.registry import FigureSpec
+from joma_lib.lm.authors import ChecksumError
+
+registry_module = importlib.import_module("joma_lib.figures.registry")
+
+TOY2 = FigureSpec(fig_id="c-toy2", title="second toy", paper_ref="companion", chapter="book/none.md",
+                  make=_make_toy, plot=_plot_toy, params={"scale": 3.0})
+
+
+def _make_bad_authors_file(**_: object) -> dict[str, np.ndarray]:
+    raise ChecksumError("/data/wikitext2_multilayer_lr.pt has sha256 0000, expected 1111: the file is corrupted")
+
+
+BAD_INPUT = FigureSpec(fig_id="c-bad-input", title="a truncated third-party file", paper_ref="companion",
+                       chapter="book/none.md", make=_make_bad_authors_file, plot=_plot_toy)
+
+
+@pytest.fixture
+def refs(monkeypatch, tmp_path):
+    """Three toy figures with references in a temporary folder."""
+    specs = {"c-toy": TOY, "c-toy2": TOY2, "c-bad-input": BAD_INPUT}
+    monkeypatch.setattr(registry_module, "registry", lambda: specs)
+    monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
+    harness.update_reference("c-toy")
+    harness.update_reference("c-toy2")
+    harness.write_reference("c-bad-input", _make_toy(scale=5.0))
+    return tmp_path
+
+
+def _verdicts(out: str) -> dict[str, str]:
+    """The verify table as ``{fig_id: rest of its line}``."""
+    return {line.split()[0]: line for line in out.splitlines() if line.startswith("c-")}
+
+
+def _refresh_sha(folder, fig_id: str) -> None:
+    """Make the manifest agree with whatever bytes the npz now holds (to reach the checks after the sha256)."""
+    import hashlib
+
+    manifest_path = folder / f"{fig_id}.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["sha256"] = hashlib.sha256((folder / f"{fig_id}.npz").read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+
+
+# ---------------------------------------------------------------------------------------------------- case 1
+
+
+@pytest.mark.parametrize("damage", ["truncate", "text"])
+def test_corrupt_reference_is_a_per_figure_error_and_later_figures_are_checked(refs, capsys, damage):
+    path = refs / "c-toy.npz"
+    path.write_bytes(path.read_bytes()[:100] if damage == "truncate" else b"x,y\n1,2\n")
+    _refresh_sha(refs, "c-toy")  # the archive itself is unreadable, not only its checksum
+    with pytest.raises(harness.CorruptReferenceError, match="c-toy.npz") as err:
+        harness.load_reference("c-toy")
+    assert "corrupt reference" in str(err.value) and "update c-toy" in str(err.value)
+    assert "pickle" not in str(err.value)
+    assert main(["verify", "c-toy", "c-toy2"]) == 1
+    lines = _verdicts(capsys.readouterr().out)
+    assert "ERROR" in lines["c-toy"] and "corrupt reference" in lines["c-toy"]
+    assert lines["c-toy2"].rstrip().endswith("ok")  # the figure after the broken one is still checked
+
+
+# ---------------------------------------------------------------------------------------------------- case 2
+
+
+def test_missing_manifest_is_an_error(refs, capsys):
+    (refs / "c-toy.json").unlink()
+    with pytest.raises(harness.CorruptReferenceError, match="c-toy.json"):
+        harness.load_reference("c-toy")
+    assert main(["verify", "c-toy", "c-toy2"]) == 1
+    lines = _verdicts(capsys.readouterr().out)
+    assert "ERROR" in lines["c-toy"] and "manifest" in lines["c-toy"] and lines["c-toy2"].rstrip().endswith("ok")
+
+
+def test_unreadable_manifest_is_an_error(refs):
+    (refs / "c-toy.json").write_text("{ not json")
+    with pytest.raises(harness.CorruptReferenceError, match="c-toy.json"):
+        harness.load_reference("c-toy")
+
+
+def test_sha256_mismatch_is_an_error(refs, capsys):
+    ref = harness.load_reference("c-toy")
+    harness.write_npz(refs / "c-toy.npz", {"x": ref["x"], "y": ref["y"] + 1e-12})  # edited without `update`
+    with pytest.raises(harness.CorruptReferenceError, match="sha256"):
+        harness.load_reference("c-toy")
+    assert main(["verify", "c-toy"]) == 1
+    assert "sha256" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("edit", ["name", "shape", "dtype"])
+def test_arrays_must_match_the_manifest(refs, edit):
+    manifest_path = refs / "c-toy.json"
+    manifest = json.loads(manifest_path.read_text())
+    if edit == "name":
+        manifest["arrays"]["z"] = manifest["arrays"].pop("y")
+    elif edit == "shape":
+        manifest["arrays"]["y"]["shape"] = [6]
+    else:
+        manifest["arrays"]["y"]["dtype"] = "float32"
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(harness.CorruptReferenceError, match=edit):
+        harness.load_reference("c-toy")
+
+
+# ---------------------------------------------------------------------------------------------------- case 3
+
+
+def test_bad_external_input_is_a_per_figure_error(refs, capsys):
+    assert main(["verify", "c-bad-input", "c-toy"]) == 1
+    lines = _verdicts(capsys.readouterr().out)
+    assert "ERROR" in lines["c-bad-input"] and "corrupted" in lines["c-bad-input"]
+    assert lines["c-toy"].rstrip().endswith("ok")
+
+
+def test_show_falls_back_to_the_reference_when_the_input_is_corrupt(refs, tmp_path, capsys):
+    data = harness.show("c-bad-input", out_dir=tmp_path / "gen")
+    np.testing.assert_array_equal(data["y"], _make_toy(scale=5.0)["y"])
+    out = capsys.readouterr().out
+    assert "corrupted" in out and "drawn from the reference data" in out
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), RuntimeError("CUDA out of memory")])
+def test_main_turns_os_and_runtime_errors_into_one_line(refs, monkeypatch, capsys, error):
+    def boom(*_: object, **__: object) -> None:
+        raise error
+
+    monkeypatch.setattr("joma_lib.figures.__main__.update_reference", boom)
+    assert main(["update", "c-toy"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and len(captured.err.strip().splitlines()) == 1
+    assert "Traceback" not in captured.err
+
+
+# ---------------------------------------------------------------------------------------------------- case 8
+
+
+def _bad_out_dirs(tmp_path):
+    a_file = tmp_path / "a-file.txt"
+    a_file.write_text("not a folder")
+    return {"empty": "", "file": str(a_file), "under-a-file": str(a_file / "sub"), "system": "/proc/joma-figures"}
+
+
+@pytest.mark.parametrize("kind", ["empty", "file", "under-a-file", "system", "read-only"])
+def test_make_checks_the_output_folder_before_computing(refs, tmp_path, monkeypatch, capsys, kind):
+    if kind == "read-only":
+        import os
+
+        if os.geteuid() == 0:
+            pytest.skip("root may write into a read-only folder")
+        out = tmp_path / "ro"
+        out.mkdir(mode=0o500)
+        out = str(out)
+    else:
+        out = _bad_out_dirs(tmp_path)[kind]
+    computed: list[str] = []
+    monkeypatch.setattr("joma_lib.figures.__main__.compute", lambda fig_id, **_: computed.append(fig_id))
+    assert main(["make", "c-toy", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out") and "Traceback" not in err
+    assert computed == []  # nothing was computed
+
+
+# ---------------------------------------------------------------------------------------------------- case 4
+
+
+class _SlowServer:
+    """A local HTTP server whose paths misbehave: ``/stall`` never sends a body, ``/trickle`` sends a byte every
+    0.2 s forever, ``/ok`` serves ``payload``. Handler threads end when the server is closed."""
+
+    def __init__(self, payload: bytes) -> None:
+        import http.server
+        import threading
+
+        self.payload, self.closed, self.hits = payload, threading.Event(), []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                server.hits.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(server.payload) if self.path == "/ok" else 10**6))
+                self.end_headers()
+                if self.path == "/ok":
+                    self.wfile.write(server.payload)
+                    return
+                self.wfile.flush()
+                while not server.closed.wait(0.2):
+                    if self.path == "/trickle":
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.closed.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    from joma_lib.lm import authors
+
+    authors.forget_failed_downloads()
+    srv = _SlowServer(b"the published file")
+    yield srv
+    srv.close()
+    authors.forget_failed_downloads()
+
+
+@pytest.mark.parametrize("path", ["/stall", "/trickle"])
+def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_path, path):
+    import time
+
+    from joma_lib.lm.authors import OfficialDataMissing, download
+
+    start = time.monotonic()
+    with pytest.raises(OfficialDataMissing, match="could not download"):
+        download(server.url + path, tmp_path / "f.pt", "0" * 64, timeout=0.5, deadline=1.5)
+    assert time.monotonic() - start < 1.5 + 0.5 + 1.0  # deadline + at most one timeout, plus slack
+    assert list(tmp_path.iterdir()) == []  # nothing half-written, no .part left
+    start = time.monotonic()
+    with pytest.raises(OfficialDataMissing, match="earlier in this process"):
+        download(server.url + path, tmp_path / "f.pt", "0" * 64, timeout=0.5, deadline=1.5)
+    assert time.monotonic() - start < 0.1 and server.hits == [path]  # not retried
+
+
+def test_a_good_download_still_works(server, tmp_path):
+    import hashlib
+
+    from joma_lib.lm.authors import download
+
+    dest = download(server.url + "/ok", tmp_path / "f.pt", hashlib.sha256(server.payload).hexdigest(),
+                    timeout=2.0, deadline=5.0)
+    assert dest.read_bytes() == server.payload and sorted(p.name for p in tmp_path.iterdir()) == ["f.pt"]
+
+
+def test_a_killed_download_leaves_no_file_and_its_part_is_cleaned(server, tmp_path):
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys; from joma_lib.lm.authors import download; "
+            "download(sys.argv[1], __import__('pathlib').Path(sys.argv[2]), '0' * 64, timeout=30, deadline=60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, server.url + "/trickle", str(tmp_path / "f.pt")])
+    for _ in range(200):  # wait until the transfer has begun
+        if list(tmp_path.glob("*.part")) and list(tmp_path.glob("*.part"))[0].stat().st_size > 0:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    parts = list(tmp_path.glob("*.part"))
+    assert len(parts) == 1 and not (tmp_path / "f.pt").exists()  # a kill skips every cleanup, never half a file
+    os.utime(parts[0], (time.time() - 3600, time.time() - 3600))  # an hour later
+    from joma_lib.lm.authors import download
+
+    download(server.url + "/ok", tmp_path / "f.pt", hashlib.sha256(server.payload).hexdigest(), timeout=2.0,
+             deadline=5.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pt"]  # the stale part is gone
+
+
+# ---------------------------------------------------------------------------------------------------- cases 5-7
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie awaiting its reaper counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc")
+def test_workers_die_with_their_parent():
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, time; from joma_lib.lm.train import worker_pool; pool = worker_pool(2); "
+            "print(*[pool.submit(os.getpid).result() for _ in range(4)], flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    workers = {int(pid) for pid in parent.stdout.readline().split()}
+    assert workers and all(_alive(pid) for pid in workers)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers)
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    from test_lm_train import TINY
+
+    from joma_lib.lm.data import load_lm_data
+
+    return TINY, load_lm_data("ptb", TINY.batch_size, TINY.eval_batch_size, TINY.max_vocab, max_train_fraction=0.01)
+
+
+def _train(tiny_lm, out, **kwargs):
+    from joma_lib.lm.train import train_run
+
+    cfg, data = tiny_lm
+    return train_run(cfg, out, device="cpu", progress=False, data=data, **kwargs)
+
+
+def test_a_second_runner_on_the_same_run_is_refused(tiny_lm, tmp_path):
+    import fcntl
+
+    from joma_lib.lm.train import RunLockedError
+
+    run_dir = tmp_path / tiny_lm[0].name
+    run_dir.mkdir()
+    with open(run_dir / ".lock", "w") as fh:  # as another process training this run holds it
+        fh.write("4242")
+        fh.flush()
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        with pytest.raises(RunLockedError, match="pid 4242"):
+            _train(tiny_lm, tmp_path)
+    assert not (run_dir / "checkpoint.pt").exists()
+    assert _train(tiny_lm, tmp_path) is not None  # free again once the other process let go
+
+
+def test_thread_count_is_recorded_and_a_resume_with_another_is_refused(tiny_lm, tmp_path):
+    import json
+
+    import torch
+
+    before = torch.get_num_threads()
+    assert _train(tiny_lm, tmp_path, stop_at=4, threads=2) is None
+    assert torch.get_num_threads() == before  # the caller's setting is restored
+    run_dir = tmp_path / tiny_lm[0].name
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["threads"] == 2
+    with pytest.raises(ValueError, match="threads=2.*--threads 2"):
+        _train(tiny_lm, tmp_path, threads=1)
+    _train(tiny_lm, tmp_path, threads=2)
+    assert json.loads((run_dir / "result.json").read_text())["threads"] == 2
+
+
+@pytest.mark.slow
+def test_results_do_not_depend_on_jobs(tmp_path):
+    """Two tiny runs, one after the other in this process vs. two worker processes: identical numbers."""
+    import torch
+    from test_lm_train import TINY
+
+    from joma_lib.lm.train import run_sweep
+
+    cfgs = [replace_cfg(TINY, seed=1, d=64, d_ff=64), replace_cfg(TINY, seed=2, d=64, d_ff=64)]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # what a 2-core machine gives the main process by default
+    try:
+        one, _ = run_sweep(cfgs, tmp_path / "one", device="cpu", progress=False, log=lambda _: None, jobs=1)
+    finally:
+        torch.set_num_threads(before)
+    two, _ = run_sweep(cfgs, tmp_path / "two", device="cpu", progress=False, log=lambda _: None, jobs=2)
+    for key in one:
+        np.testing.assert_array_equal(one[key], two[key], err_msg=key)
+
+
+def replace_cfg(cfg, **changes):
+    from dataclasses import replace
+
+    return replace(cfg, **changes)
+
+
+def test_a_kill_between_npz_and_json_is_completed_on_resume(tiny_lm, tmp_path):
+    from joma_lib.lm.train import load_sweep
+
+    whole = _train(tiny_lm, tmp_path)
+    run_dir = tmp_path / tiny_lm[0].name
+    (run_dir / "result.json").unlink()  # as if killed after the npz was written
+    with pytest.raises(ValueError, match="stopped while finishing.*again"):
+        load_sweep(tmp_path)
+    again = _train(tiny_lm, tmp_path)  # completes from the final checkpoint
+    for key in whole:
+        np.testing.assert_array_equal(whole[key], again[key])
+    assert (run_dir / "result.json").exists() and load_sweep(tmp_path)[1][0].seed == tiny_lm[0].seed
+
+
+def test_a_truncated_checkpoint_says_how_to_recover(tiny_lm, tmp_path):
+    _train(tiny_lm, tmp_path, stop_at=4)
+    ckpt = tmp_path / tiny_lm[0].name / "checkpoint.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:500])
+    with pytest.raises(ValueError, match="checkpoint.pt is damaged.*delete it"):
+        _train(tiny_lm, tmp_path)
+
+
+def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(tiny_lm, tmp_path, monkeypatch, capsys):
+    import joma_lib.lm.train as train_module
+
+    real_step, calls = train_module.train_step, []
+
+    def interrupted_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_step", interrupted_step)
+    with pytest.raises(train_module.RunInterrupted, match="stopped at step 5 of 12; its last checkpoint \\(step 4\\)"):
+        _train(tiny_lm, tmp_path)
+    monkeypatch.setattr(train_module, "load_lm_data", lambda *args: tiny_lm[1])
+    calls.clear()
+    cfg = tiny_lm[0]
+    args = ["run", "--data", "ptb", "--layers", str(cfg.n_layers), "--lr", str(cfg.lr), "--seeds", str(cfg.seed),
+            "--steps", str(cfg.steps), "--eval-interval", str(cfg.eval_interval), "--eval-chunks", "2",
+            "--seq-len", "10", "--batch-size", "4", "--eval-batch-size", "3", "--max-vocab", "200", "--d", "16",
+            "--d-ff", "16", "--device", "cpu", "--no-progress", "--out", str(tmp_path)]
+    calls.append(1)  # the resumed run (from step 4) is interrupted after 4 more steps
+    assert main_lm(args) == 130
+    err = capsys.readouterr().err
+    assert "interrupted:" in err and "stopped at step 8 of 12" in err and "run the same command again" in err
+    assert "Traceback" not in err
+    monkeypatch.setattr(train_module, "train_step", real_step)
+    assert main_lm(args) == 0  # and it does resume
+
+
+def main_lm(args):
+    from joma_lib.lm.train import main as lm_main
+
+    return lm_main(args)

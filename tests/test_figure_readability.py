@@ -1,0 +1,40 @@
+"""Figure text stays readable on the page: every registered figure, drawn from its reference data in the
+book's style and saved as the page shows it (``bbox_inches="tight"`` at ``savefig.dpi``), has no text
+smaller than 9 CSS px once the image is scaled to the book's content width (672 px on a desktop)."""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Text
+
+from joma_lib.figures import harness
+from joma_lib.figures.registry import figure_ids
+from joma_lib.figures.style import figure_style
+
+CONTENT_WIDTH_PX = 672  # sphinx-book-theme's text column on a desktop
+MIN_TEXT_PX = 9.0
+
+
+def displayed_text_px(fig_id: str) -> tuple[float, float, str]:
+    """(smallest text in CSS px as displayed, saved width in inches, that text) for one figure."""
+    data = harness.load_reference(fig_id)
+    fig = harness.draw(fig_id, data)
+    with figure_style():
+        dpi = float(mpl.rcParams["savefig.dpi"])
+        canvas = FigureCanvasAgg(fig)
+        renderer = canvas.get_renderer()
+        fig.draw(renderer)
+        width_in = fig.get_tightbbox(renderer).width + 2 * float(mpl.rcParams["savefig.pad_inches"])
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.get_window_extent(renderer).width > 0]
+    smallest = min(texts, key=lambda t: t.get_fontsize())
+    scale = min(1.0, CONTENT_WIDTH_PX / (width_in * dpi))  # wider images are scaled down to the column
+    return smallest.get_fontsize() * dpi / 72 * scale, width_in, smallest.get_text()
+
+
+@pytest.mark.parametrize("fig_id", figure_ids())
+def test_figure_text_is_at_least_9px_at_the_books_width(fig_id):
+    px, width_in, text = displayed_text_px(fig_id)
+    assert px >= MIN_TEXT_PX, (f"{fig_id}: text {text!r} shows at {px:.1f} px in a {width_in:.1f}-inch-wide figure; "
+                               f"use fewer panels per row, a narrower figure or larger fonts")

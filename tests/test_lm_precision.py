@@ -1,0 +1,85 @@
+"""bf16 mixed precision of the language model: the blockwise read-out, train_step, the run configuration."""
+
+import copy
+
+import pytest
+import torch
+
+from joma_lib.lm.model import TransformerLM
+from joma_lib.lm.train import RunConfig, make_optimizer, train_step
+
+torch.set_num_threads(1)
+
+VOCAB = 300
+
+
+def _model(n_layers: int = 2) -> TransformerLM:
+    torch.manual_seed(0)
+    return TransformerLM(VOCAB, n_layers, d=16, d_ff=16)
+
+
+def _batch(batch: int = 8, seq: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, VOCAB, (batch, seq + 1), generator=gen)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+@pytest.mark.parametrize("upstream", [1.0, 3.0])
+def test_bf16_read_out_matches_fp32_cross_entropy_to_bf16_precision(upstream):
+    model = _model().eval()
+    x, y = _batch()  # 160 tokens: more than one block of rows
+    results = []
+    for precision in ("fp32", "bf16"):
+        model.zero_grad()
+        if precision == "fp32":
+            logits, _ = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+        else:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model.loss(x, y)
+        (upstream * loss).backward()
+        assert loss.dtype == torch.float32
+        results.append((float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (loss32, grads32), (loss16, grads16) = results
+    assert loss16 == pytest.approx(loss32, rel=1e-2)  # bf16 keeps 8 bits: relative error ~2^-8 per product
+    assert all(g.dtype == torch.float32 for g in grads16.values())
+    flat32, flat16 = (torch.cat([g.flatten() for g in grads.values()]) for grads in (grads32, grads16))
+    assert float((flat16 - flat32).norm() / flat32.norm()) < 0.02
+    for name, g32 in grads32.items():  # per tensor looser: a ReLU input near 0 may flip sign in bf16
+        assert float((grads16[name] - g32).norm() / g32.norm()) < 0.1, name
+
+
+def test_bf16_steps_decrease_the_loss_and_keep_fp32_master_weights_and_optimizer_state():
+    model = _model()
+    optimizer = make_optimizer(model, 3e-3)
+    x, y = _batch()
+    losses = [float(train_step(model, optimizer, x, y, 0.5, precision="bf16")) for _ in range(15)]
+    assert losses[-1] < losses[0] - 0.3
+    for p in model.parameters():
+        assert p.dtype == torch.float32
+        state = optimizer.state[p]
+        assert state["exp_avg"].dtype == torch.float32 and state["exp_avg_sq"].dtype == torch.float32
+
+
+def test_bf16_and_fp32_training_agree_to_bf16_tolerance():
+    model32 = _model()
+    model16 = copy.deepcopy(model32)
+    opt32, opt16 = make_optimizer(model32, 1e-3), make_optimizer(model16, 1e-3)
+    x, y = _batch()
+    for step in range(5):
+        torch.manual_seed(step)  # the same dropout masks for both
+        loss32 = float(train_step(model32, opt32, x, y, 0.5, "fp32"))
+        torch.manual_seed(step)
+        loss16 = float(train_step(model16, opt16, x, y, 0.5, "bf16"))
+        assert loss16 == pytest.approx(loss32, rel=1e-2), step
+
+
+def test_bad_precision_is_rejected_with_the_allowed_values():
+    model = _model()
+    x, y = _batch()
+    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]"):
+        train_step(model, make_optimizer(model, 1e-3), x, y, 0.5, precision="fp16")
+    with pytest.raises(ValueError, match="precision"):
+        RunConfig(precision="half").validated()
+    assert RunConfig(precision="bf16").name.endswith("_bf16")
+    assert RunConfig().name == "wikitext2_L1_lr0.0001_s1"  # fp32 runs keep their directory names

@@ -1,0 +1,38 @@
+"""The static view of widget panels (what a page without a kernel shows)."""
+
+from __future__ import annotations
+
+import base64
+
+import ipywidgets as widgets
+import pytest
+
+from joma_lib.widgets.fallback import LIVE_NOTE, panel_images, with_static_view
+from joma_lib.widgets.hierarchy import cooccurrence_panel
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def test_bundle_keeps_the_live_widget_and_adds_the_default_picture():
+    panel = cooccurrence_panel()
+    bundle = with_static_view(panel, alt="co-occurrence <curve>")._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
+    html = bundle["text/html"]
+    encoded = html.split("base64,", 1)[1].split('"', 1)[0]
+    assert base64.b64decode(encoded).startswith(PNG_SIGNATURE)  # the panel's figure at its defaults
+    assert 'alt="co-occurrence &lt;curve&gt;"' in html and "Colab or Binder" in html and LIVE_NOTE[:40] in html
+
+
+def test_images_are_found_in_nested_boxes_in_order():
+    first, second = widgets.Image(value=b"a", format="png"), widgets.Image(value=b"b", format="jpeg")
+    panel = widgets.HBox([widgets.VBox([first, widgets.Image(format="png")]), widgets.VBox([second])])
+    assert list(panel_images(panel)) == [("png", b"a"), ("jpeg", b"b")]  # the empty image is skipped
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(TypeError, match="panel must be an ipywidgets widget"):
+        with_static_view("not a widget", alt="x")
+    with pytest.raises(ValueError, match="alt"):
+        with_static_view(widgets.VBox([]), alt=" ")
+    with pytest.raises(ValueError, match="no image"):
+        with_static_view(widgets.VBox([]), alt="x").static_html()

@@ -1,0 +1,84 @@
+"""The one widget API (joma_lib.widgets.panel): every panel reports values it cannot honour in the panel and
+recovers on the next valid input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from joma_lib.widgets.hierarchy import CooccurrenceExplorer
+from joma_lib.widgets.panel import Panel
+from joma_lib.widgets.theorem1 import invariant_explorer
+from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer, simulate_profile
+
+torch.set_num_threads(1)
+
+PANELS = {
+    "theorem1": lambda: invariant_explorer(attention="linear", phi="identity"),
+    "theorems3_4": lambda: ModifiedMLPExplorer(n_steps=200),
+    "hierarchy": lambda: CooccurrenceExplorer(depth=6),
+}
+
+# (panel, bad values, words the message must contain, good values that must redraw afterwards)
+CASES = [
+    ("theorems3_4", {"eta": math.nan}, ["eta", "finite"], {"eta": 0.05}),
+    ("theorems3_4", {"temperature": 0.0}, ["temperature", "0.25"], {"temperature": 1.0}),
+    ("theorems3_4", {"n_steps": 0}, ["n_steps", "100"], {"n_steps": 300}),
+    ("theorems3_4", {"low": 3.0, "high": 2.0}, ["high", "3"], {"high": 5.0}),  # refused by the computation
+    ("theorems3_4", {"profile": "cubic"}, ["profile", "geometric"], {"profile": "linear"}),
+    ("hierarchy", {"depth": 0}, ["depth", "[2, 20]"], {"depth": 5}),
+    ("hierarchy", {"rho": -0.5}, ["rho"], {"tie_rho": False, "rho": 0.5}),
+    ("theorem1", {"seed": -1}, ["seed", "[0, 9]"], {"seed": 3}),
+    ("theorem1", {"lr_ratio": 3.0}, ["lr_ratio", "one of"], {"lr_ratio": 2.0}),
+]
+
+
+@pytest.fixture(scope="module")
+def panels() -> dict[str, Panel]:
+    return {name: build() for name, build in PANELS.items()}
+
+
+@pytest.mark.parametrize("name", PANELS)
+def test_every_panel_draws_on_creation(panels, name):
+    panel = panels[name]
+    assert isinstance(panel, Panel) and panel.error is None
+    assert panel.image.value[:8] == b"\x89PNG\r\n\x1a\n"
+    assert panel.widget.children and panel.status.value
+
+
+@pytest.mark.parametrize(("name", "bad", "words", "good"), CASES)
+def test_bad_values_are_reported_in_the_panel_and_it_recovers(panels, name, bad, words, good):
+    panel = panels[name]
+    before_image, before_values = panel.image.value, panel.values
+    assert panel.update(**bad) == 0.0
+    assert panel.error is not None and all(word in panel.status.value for word in words), panel.status.value
+    assert panel.image.value == before_image  # the last good drawing stays
+    if name != "theorems3_4" or "low" not in bad:  # the low/high pair is settable; the computation refuses it
+        assert panel.values == before_values
+    assert panel.update(**good) > 0.0
+    assert panel.error is None and "color:#b00" not in panel.status.value
+    assert all(panel.values[k] == v for k, v in good.items())
+
+
+def test_a_control_change_the_computation_refuses_does_not_raise(panels):
+    panel = panels["theorems3_4"]
+    panel.update(low=1.0, high=4.0)
+    panel.controls["low"].value = 4.0
+    panel.controls["high"].value = 2.0  # observed change: low > high
+    assert panel.error is not None and "high" in panel.status.value
+    panel.controls["high"].value = 5.0
+    assert panel.error is None
+
+
+def test_unknown_control_names_are_a_programming_error(panels):
+    with pytest.raises(ValueError, match="unknown controls"):
+        panels["hierarchy"].update(colour="red")
+
+
+def test_compute_functions_raise_value_errors_naming_the_parameter():
+    with pytest.raises(ValueError, match="high"):
+        simulate_profile(low=3.0, high=2.0, n_steps=100)
+    with pytest.raises(ValueError, match="eta"):
+        simulate_profile(eta=math.nan, n_steps=100)
