@@ -37,7 +37,7 @@ from joma_lib.explorable import (
     explorer_grid,
     increasing_values,
 )
-from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.figures.registry import SGD, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.figures.sweep_plots import layer_colours
 from joma_lib.invariants import toy_check
 from joma_lib.latent_tree import (
@@ -444,7 +444,6 @@ def wikitext_explorer(data: FigureData) -> Explorer:
 
 # float64 numpy simulation stored in float32: allow a few float32 ulps plus platform exp differences.
 _FLOAT32_TOL = Tolerance(rtol=1e-5, atol=1e-6)
-_SGD_TOL = Tolerance(rtol=1e-6, atol=1e-9, gpu_rtol=1e-4, gpu_atol=1e-6)
 
 FIGURES = [
     FigureSpec(
@@ -467,7 +466,7 @@ FIGURES = [
         plot=plot_thm1_grid,
         # the residual of the exact invariants is ~1e-3 of SGD's discretisation: compare it relatively
         tolerances={"residual": Tolerance(rtol=1e-5, atol=1e-10, gpu_rtol=1e-3, gpu_atol=1e-7)},
-        default_tol=_SGD_TOL,
+        default_tol=SGD,
     ),
     FigureSpec(
         fig_id="c-hierarchy-grid",

@@ -49,6 +49,15 @@ class Tolerance:
         return self.rtol, self.atol
 
 
+# The shared tolerances, one name per kind of figure data.
+READ_BACK = Tolerance(rtol=1e-12, atol=1e-12)
+"""Data read back from a committed file (or configuration arrays): only the last bits may differ."""
+SGD = Tolerance(rtol=1e-6, atol=1e-9, gpu_rtol=1e-4, gpu_atol=1e-6)
+"""Short, deterministic float64 SGD simulations of the toy models (Theorems 1-4)."""
+TRAINED = Tolerance(rtol=0.0, atol=0.03, gpu_atol=0.1)
+"""Trained language models, before ``calibrate`` replaces it with a measured tolerance."""
+
+
 Verdict = Literal["holds", "fails", "not-run"]
 _RELATIONS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}

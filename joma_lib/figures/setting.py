@@ -69,19 +69,6 @@ SETTING_CLAIMS = (
           else float("nan"), "<", 1.0),
 )
 
-FIGURES = [
-    FigureSpec(
-        fig_id="c-setting-embeddings",
-        title="Orthonormal embeddings, and how far random embeddings are from them",
-        paper_ref="companion (Sec. 3 assumption)",
-        chapter="book/setting.md",
-        make=make_embeddings,
-        plot=plot_embeddings,
-        default_tol=Tolerance(rtol=1e-9, atol=1e-12),
-        claims=SETTING_CLAIMS,
-    ),
-]
-
 
 # --- The assumption on pretrained models -----------------------------------------------------------
 
@@ -187,24 +174,36 @@ def plot_pretrained(data: FigureData) -> Figure:
     return fig
 
 
-FIGURES.append(FigureSpec(
-    fig_id="c-setting-pretrained",
-    title="Cosine similarity of token embeddings and hidden states in pretrained models",
-    paper_ref="Sec. 3 (embedding assumption)",
-    chapter="book/setting.md",
-    make=make_pretrained,
-    plot=plot_pretrained,
-    # fp32 forward passes on different CPUs differ in the last bits; the statistics are medians and
-    # quantiles of thousands of pairs, so 1e-4 is far below anything the page or the claims read.
-    default_tol=Tolerance(rtol=1e-4, atol=1e-4),
-    claims=(
-        Claim("setting-token-embeddings-near-orthogonal", "Sec. 3 (embedding assumption)",
-              f"Distinct token embeddings of a pretrained model are nearly orthogonal: the median |cos| of "
-              f"random pairs is below {EMBEDDING_COS_BOUND} in every model shown.",
-              lambda d: float(np.max(d["embedding_quantiles"][:, 0])), "<", EMBEDDING_COS_BOUND, book_says="fails"),
-        Claim("setting-hidden-states-near-orthogonal", "Sec. 3 (embedding assumption, upper layers)",
-              f"Hidden states of distinct tokens in a text stay nearly orthogonal at every layer: the median "
-              f"|cos| is below {HIDDEN_COS_BOUND} at every layer of every model shown.",
-              lambda d: float(np.nanmax(d["hidden_median"])), "<", HIDDEN_COS_BOUND, book_says="fails"),
+FIGURES = [
+    FigureSpec(
+        fig_id="c-setting-embeddings",
+        title="Orthonormal embeddings, and how far random embeddings are from them",
+        paper_ref="companion (Sec. 3 assumption)",
+        chapter="book/setting.md",
+        make=make_embeddings,
+        plot=plot_embeddings,
+        default_tol=Tolerance(rtol=1e-9, atol=1e-12),
+        claims=SETTING_CLAIMS,
     ),
-))
+    FigureSpec(
+        fig_id="c-setting-pretrained",
+        title="Cosine similarity of token embeddings and hidden states in pretrained models",
+        paper_ref="Sec. 3 (embedding assumption)",
+        chapter="book/setting.md",
+        make=make_pretrained,
+        plot=plot_pretrained,
+        # fp32 forward passes on different CPUs differ in the last bits; the statistics are medians and
+        # quantiles of thousands of pairs, so 1e-4 is far below anything the page or the claims read.
+        default_tol=Tolerance(rtol=1e-4, atol=1e-4),
+        claims=(
+            Claim("setting-token-embeddings-near-orthogonal", "Sec. 3 (embedding assumption)",
+                  f"Distinct token embeddings of a pretrained model are nearly orthogonal: the median |cos| of "
+                  f"random pairs is below {EMBEDDING_COS_BOUND} in every model shown.",
+                  lambda d: float(np.max(d["embedding_quantiles"][:, 0])), "<", EMBEDDING_COS_BOUND, book_says="fails"),
+            Claim("setting-hidden-states-near-orthogonal", "Sec. 3 (embedding assumption, upper layers)",
+                  f"Hidden states of distinct tokens in a text stay nearly orthogonal at every layer: the median "
+                  f"|cos| is below {HIDDEN_COS_BOUND} at every layer of every model shown.",
+                  lambda d: float(np.nanmax(d["hidden_median"])), "<", HIDDEN_COS_BOUND, book_says="fails"),
+        ),
+    ),
+]

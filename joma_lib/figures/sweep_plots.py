@@ -18,7 +18,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 
-from joma_lib.figures.registry import FigureData, Tolerance
+from joma_lib.figures.registry import FigureData
 from joma_lib.lm.authors import EntropySummary, SweepRuns, seed_average, summarize_entropy
 from joma_lib.lm.train import load_sweep
 from joma_lib.validation import check_choice, check_float, check_int
@@ -27,7 +27,6 @@ TITLE_STYLES = ("layers", "lr")
 #: the stored results of our longer runs (npz + json), read back by the figures
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "lm" / "results"
 #: tolerance of data read back from a committed file
-READ_BACK = Tolerance(rtol=1e-12, atol=1e-12)
 LEGEND_MAX_LAYERS = 4  # up to this depth a legend names the layers; deeper models get a colour bar
 
 

@@ -22,7 +22,7 @@ from joma_lib.block import (
     mean_attention,
     train,
 )
-from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.figures.registry import SGD, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.invariants import (
     invariant_residual,
     normalized_correlation,
@@ -189,7 +189,6 @@ def plot_invariant_residual(data: FigureData) -> Figure:
     return fig
 
 
-_SGD_TOL = Tolerance(rtol=1e-6, atol=1e-9, gpu_rtol=1e-4, gpu_atol=1e-6)
 
 
 def _min_nc_after_100(data: FigureData) -> float:
@@ -272,7 +271,7 @@ FIGURES = [
         plot=plot_fig2,
         params={"variant": variant},
         tolerances={"X": Tolerance(rtol=1e-12, atol=1e-15)},
-        default_tol=_SGD_TOL,
+        default_tol=SGD,
         claims=FIG2_CLAIMS[variant],
     ) for fig_id, variant, label in [("fig2a", "gaussian", "Gaussian-shaped"),
                                     ("fig2b", "random", "random")]],
@@ -283,7 +282,7 @@ FIGURES = [
         chapter="book/theorem1.md",
         make=make_fig3,
         plot=plot_fig3,
-        default_tol=_SGD_TOL,
+        default_tol=SGD,
         claims=FIG3_CLAIMS,
     ),
     FigureSpec(
@@ -294,7 +293,7 @@ FIGURES = [
         make=make_invariant_residual,
         plot=plot_invariant_residual,
         tolerances={"residual": Tolerance(rtol=1e-5, atol=1e-10, gpu_rtol=1e-3, gpu_atol=1e-7)},
-        default_tol=_SGD_TOL,
+        default_tol=SGD,
         claims=RESIDUAL_CLAIMS,
     ),
 ]
