@@ -63,14 +63,9 @@ def _pages() -> list[str]:
 PAGES = _pages()
 CHECKS = ("console", "external", "overflow", "empty")
 
-# (page, width, check) pairs known to fail. strict=True: once fixed, the xfail itself fails, so the mark must
-# then be removed. Seen failing on the fresh build of main.
-_MATH = "a display equation overflows the phone column by a few px"
-KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
-    ("book/theorems3_4.html", "phone", "overflow"): _MATH,
-    ("book/hierarchy.html", "phone", "overflow"): _MATH,
-    ("book/fig7.html", "phone", "overflow"): "a code cell's line overflows the phone column by 44 px",
-}
+# (page, width, check) pairs known to fail, with the reason. strict=True: once fixed, the xfail itself fails,
+# so the mark must then be removed. None today.
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
 
 
 def _missing(message: str) -> None:
