@@ -9,8 +9,8 @@ phone (390 px) width, and checked for: JavaScript errors in the console, request
 horizontal overflow, and empty outputs (a cell output or plot of no height, e.g. a widget with no
 widget manager, or an image that did not load). On the pages with a kernel-free explorer, the
 explorer is also driven from ``file://`` (no server): moving a slider and clicking a button must
-change the plotted data to the grid cell the controls point at, as the registered grid data say,
-within the redraw budget.
+change the plotted data to the grid cell the controls point at, as the registered grid data say
+(their redraw times are measured by benchmarks/bench_explorers.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--allow-file-access-from-files"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 WIDTHS = {"desktop": 1280, "phone": 390}
-REDRAW_BUDGET_MS = 150.0  # median over a few redraws, in CI's browser
 # Errors of the book theme on every page (issue 12b fixes them). test_page_is_clean reports them (xfail until then);
 # the explorer tests ignore them so that they test the explorers.
 EXPLICIT = "JOMA_BOOK_HTML" in os.environ
@@ -230,20 +229,6 @@ def _state(tab: Any, div_id: str) -> dict[str, Any]:
     }""", div_id)
 
 
-def _redraw_times(tab: Any, div_id: str, n: int = 9) -> list[float]:
-    """Milliseconds of ``n`` redraws, stepping the last slider through its stops (as its events would)."""
-    return tab.evaluate("""([id, n]) => {
-        const gd = document.getElementById(id), slider = gd.layout.sliders[gd.layout.sliders.length - 1];
-        const out = [];
-        for (let i = 0; i < n; i++) {
-            slider.active = (slider.active + 1) % slider.steps.length;
-            gd.emit('plotly_sliderchange', {slider: slider});
-            out.push(parseFloat(gd.getAttribute('data-redraw-ms')));
-        }
-        return out;
-    }""", [div_id, n])
-
-
 def _index(explorer: Explorer, state: dict[str, Any]) -> tuple[int, ...]:
     """The grid cell the controls point at (sliders and button rows in the explorer's order)."""
     sliders, menus = iter(state["sliders"]), iter(state["menus"])
@@ -265,7 +250,9 @@ def _assert_shows_cell(explorer: Explorer, state: dict[str, Any]) -> None:
 @pytest.mark.parametrize("width", list(WIDTHS))
 @pytest.mark.parametrize("page", list(EXPLORERS))
 def test_explorer_reacts_to_its_controls_from_file_url(page, width, browser):
-    """Move the last slider to its end, then click another button: the data change to the right cell, fast."""
+    """Move the last slider to its end, then click another button: the data change to the right cell.
+
+    (Redraw times are measured by benchmarks/bench_explorers.py, not asserted here.)"""
     div_id, fig_id, view = EXPLORERS[page]
     if not (ROOT / page).is_file() or f'id="{div_id}"' not in (ROOT / page).read_text(encoding="utf-8"):
         _missing(f"{ROOT / page} is missing or has no explorer (id {div_id})")
@@ -307,8 +294,6 @@ def test_explorer_reacts_to_its_controls_from_file_url(page, width, browser):
             after_button = _state(tab, div_id)
             assert after_button["ys"] != after_slider["ys"], "clicking a button did not change the plotted data"
             _assert_shows_cell(explorer, after_button)
-        redraws = _redraw_times(tab, div_id)
-        assert np.median(redraws) < REDRAW_BUDGET_MS, f"redraw times (ms): {redraws}"
     finally:
         context.close()
     assert not errors, f"JavaScript errors on {page}: {errors}"

@@ -98,9 +98,13 @@ def test_trained_figures_are_calibrated():
 
 
 @pytest.mark.slow
-def test_trained_figures_verify_under_mkl_compatible():
-    """verify (data within the measured tolerances, claims as the book says) under MKL_CBWR=COMPATIBLE."""
+def test_trained_figure_verifies_under_mkl_compatible():
+    """verify (data within the measured tolerances, claims as the book says) under MKL_CBWR=COMPATIBLE.
+
+    One trained figure, ``c-rerun-quick`` (the one whose uncalibrated check failed under this variant); CI's
+    verify step regenerates every trained figure under the default numerics.
+    """
     env = {**os.environ, **calibration.VARIANTS["mkl-compatible"]}
-    result = subprocess.run([sys.executable, "-m", "joma_lib.figures", "verify", *calibration.trained_figure_ids()],
-                            env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=600)
+    result = subprocess.run([sys.executable, "-m", "joma_lib.figures", "verify", "c-rerun-quick"],
+                            env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
