@@ -74,7 +74,7 @@ class CheckDrawing:
             self.ax_z.set_xlabel(r"predicted $\hat z_l$")
             self.ax_z.set_ylabel(r"trained $z_l$")
             for axis in (self.ax_r.xaxis, self.ax_z.xaxis, self.ax_z.yaxis):
-                axis.set_major_locator(MaxNLocator(5))
+                axis.set_major_locator(MaxNLocator(4))
             self.title = self.figure.suptitle("", fontsize=10)
 
     def __call__(self, data: dict[str, np.ndarray], values: dict[str, Any]) -> Figure:
