@@ -1,8 +1,11 @@
 """Redraw time of the Theorem 1 widget (target: a median under 100 ms per redraw).
 
-Prints, for every attention kind, the median over ``--repeats`` redraws of the simulation alone and of
-the full redraw (simulation + drawing + PNG encoding), wall clock and the process's CPU time (the
-latter is what a loaded, shared machine changes least), and stores them in
+Prints, for every attention kind, the median over ``--repeats`` runs of the panel's simulation (the numpy
+engine), of the same simulation on the torch reference engine, and of a full redraw of the panel
+(``Panel.update``: simulation + drawing + PNG encoding into the image widget), each as wall clock and the
+process's CPU time side by side (the latter is what a loaded, shared machine changes least). The three take
+turns within each repeat, so a load that comes and goes slows them alike. Each timed redraw changes a control
+(the seed alternates between 1 and 2), as a reader's click does. The numbers are stored in
 ``joma_lib/benchmark_results/theorem1_widget.json`` (the Performance page)::
 
     python benchmarks/bench_theorem1_widget.py [--repeats 7]
@@ -18,18 +21,23 @@ import torch
 from _results import median_ms, write_results
 
 from joma_lib.attention_kinds import ATTENTIONS
-from joma_lib.widgets.theorem1 import render_png, simulate
+from joma_lib.invariants import toy_check
+from joma_lib.widgets.theorem1 import invariant_explorer, simulate
+
+PHI, LR_RATIO = "relu", 2.0
 
 
-def timed(fn: Callable[[], object], repeats: int) -> dict[str, float]:
-    """Median wall-clock and CPU milliseconds of ``repeats`` calls."""
-    wall, cpu = [], []
-    for _ in range(repeats):
-        w0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - w0)
-        cpu.append(time.process_time() - c0)
-    return {"wall_ms": median_ms(wall), "cpu_ms": median_ms(cpu)}
+def timed(fns: dict[str, Callable[[int], object]], repeats: int) -> dict[str, dict[str, float]]:
+    """Median wall-clock and CPU milliseconds of ``repeats`` calls ``fn(repeat)`` of each function, taking turns."""
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    for repeat in range(repeats):
+        for name, fn in fns.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn(repeat)
+            wall[name].append(time.perf_counter() - w0)
+            cpu[name].append(time.process_time() - c0)
+    return {name: {"wall_ms": median_ms(wall[name]), "cpu_ms": median_ms(cpu[name])} for name in fns}
 
 
 def main() -> None:
@@ -38,17 +46,27 @@ def main() -> None:
     p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
     args = p.parse_args()
     torch.set_num_threads(1)
-    render_png("exp", "relu", 1.0, 0)  # warm-up (imports, first torch call)
-    print(f"{'attention':<10} {'simulate wall/CPU [ms]':>23} {'full redraw wall/CPU [ms]':>26}")
+    panel = invariant_explorer()  # builds the figure and draws once (warm-up)
+    toy_check(steps=2)  # first torch call
+    print(f"{'attention':<10} {'simulate, torch':>16} {'simulate, numpy':>16} {'full redraw':>14}   "
+          "(median wall / CPU ms)")
     rows = {}
     for attention in ATTENTIONS:
-        sim = timed(lambda: simulate(attention, "relu", 2.0, 1), args.repeats)
-        full = timed(lambda: render_png(attention, "relu", 2.0, 1), args.repeats)
-        rows[attention] = {"simulate": sim, "redraw": full}
-        print(f"{attention:<10} {sim['wall_ms']:>14.0f} / {sim['cpu_ms']:>5.0f} "
-              f"{full['wall_ms']:>17.0f} / {full['cpu_ms']:>5.0f}")
+        def redraw(repeat: int, attention: str = attention) -> float:
+            return panel.update(attention=attention, phi=PHI, lr_ratio=LR_RATIO, seed=1 + repeat % 2)
+
+        rows[attention] = timed({
+            "simulate_torch": lambda _, a=attention: toy_check(a, PHI, 1, steps=150, lr_ratio=LR_RATIO),
+            "simulate": lambda _, a=attention: simulate(a, PHI, LR_RATIO, 1),
+            "redraw": redraw,
+        }, args.repeats)
+        if panel.error is not None:
+            raise RuntimeError(f"the panel refused a redraw: {panel.error}")
+        print(f"{attention:<10}" + "".join(f"{rows[attention][k]['wall_ms']:>9.0f} / {rows[attention][k]['cpu_ms']:>4.0f}"
+                                           for k in ("simulate_torch", "simulate", "redraw")))
     if not args.no_write:
-        write_results("theorem1_widget", {"settings": vars(args), "rows": rows})
+        write_results("theorem1_widget", {"settings": {**vars(args), "phi": PHI, "lr_ratio": LR_RATIO},
+                                          "rows": rows})
 
 
 if __name__ == "__main__":

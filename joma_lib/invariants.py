@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from joma_lib.attention_kinds import AttentionKind, attention_kind
-from joma_lib.block import BlockSpec, gradient_flow, invariant_toy, mean_attention, train
-from joma_lib.validation import as_finite_array, check_broadcast, check_float, check_int
+from joma_lib.block import BlockSpec, gradient_flow, invariant_toy, mean_attention, train, train_sgd_numpy
+from joma_lib.validation import as_finite_array, check_broadcast, check_choice, check_float, check_int
 
 
 def _check_common(attention: str, temperature: float, lr_ratio: float) -> tuple[AttentionKind, float, float]:
@@ -143,12 +143,17 @@ def normalized_correlation(a: np.ndarray, b: np.ndarray, eps: float = 1e-8) -> n
     return (a * b).sum(axis=-1) / ((np.linalg.norm(a, axis=-1) + eps) * (np.linalg.norm(b, axis=-1) + eps))
 
 
+TOY_ENGINES = ("torch", "numpy")
+
+
 def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, concentration: float = 1.0,
               steps: int = 400, lr_w: float = 0.1, lr_ratio: float = 1.0, record_every: int = 1,
-              temperature: float = 1.0) -> dict[str, np.ndarray]:
+              temperature: float = 1.0, engine: str = "torch") -> dict[str, np.ndarray]:
     """Train the toy block (:func:`joma_lib.block.invariant_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
     compare its logits with Theorem 1 (``b-bar`` = mean attention at ``t = 0`` for softmax); ``temperature``
-    is the attention's ``T``.
+    is the attention's ``T``. ``engine="torch"`` trains with :func:`joma_lib.block.train` (autograd, the
+    reference), ``"numpy"`` with :func:`joma_lib.block.train_sgd_numpy` (hand-written gradients, the same run
+    up to rounding, faster; kinds with a numpy score only).
 
     Returns ``steps``; ``z`` and ``z_hat`` (n, M_C); ``nc`` = NC(z-hat, z) (n,); ``residual`` (the invariant
     scaled by ``eta_z / eta_w``) and ``residual_unscaled`` (ratio ignored), see
@@ -156,9 +161,10 @@ def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, conc
     """
     lr_ratio = check_float("lr_ratio", lr_ratio, 0, low_open=True)
     lr_w = check_float("lr_w", lr_w, 0, low_open=True)
+    run = train if check_choice("engine", engine, TOY_ENGINES) == "torch" else train_sgd_numpy
     spec, X, y, state = invariant_toy(attention, phi, check_int("seed", seed, 0), concentration=concentration,
                                       temperature=temperature)
-    traj = train(spec, X, y, state, steps, lr_z=lr_ratio * lr_w, lr_w=lr_w, record_every=record_every)
+    traj = run(spec, X, y, state, steps, lr_z=lr_ratio * lr_w, lr_w=lr_w, record_every=record_every)
     V = traj.V(spec.embeddings()[0])
     kw: dict[str, Any] = {"attention": attention, "temperature": spec.temperature,
                           "b_bar": reference_mean_attention(spec, traj.z[0], X)}

@@ -20,6 +20,27 @@ def test_inverse_potential_undoes_the_potential(name):
     np.testing.assert_allclose(kind.inverse_potential(kind.potential(z), z), z, rtol=1e-14)
 
 
+@pytest.mark.parametrize("name", ATTENTIONS)
+def test_numpy_score_is_the_torch_kernel(name):
+    """``score`` gives ``g`` and ``g'`` with kernel(s, x) = x g(s) (normalised over tokens where the kind is):
+    checked against the torch kernel and its autograd derivative."""
+    kind = attention_kind(name)
+    if kind.score is None:
+        pytest.skip(f"{name} is registered without a numpy score (the widget runs it through torch)")
+    rng = np.random.default_rng(1)
+    s, x = rng.normal(size=(2, 5, 1)), rng.random((2, 5, 3))
+    g, dg = kind.score(s)
+    b = x * g
+    if kind.normalized:
+        b = b / b.sum(axis=1, keepdims=True)
+    s_t = torch.tensor(s, requires_grad=True)
+    b_t = kind.kernel(s_t, torch.tensor(x))
+    np.testing.assert_allclose(b, b_t.detach().numpy(), rtol=1e-13)
+    if not kind.normalized:  # db/ds = x g'(s) elementwise
+        b_t.sum().backward()
+        np.testing.assert_allclose((x * dg).sum(axis=2, keepdims=True), s_t.grad.numpy(), rtol=1e-13)
+
+
 def test_unknown_kind_names_the_registry():
     with pytest.raises(ValueError, match=r"attention must be one of \['linear', 'exp', 'softmax'\]"):
         attention_kind("sigmoid")

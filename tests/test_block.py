@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from joma_lib.attention_kinds import ATTENTION_KINDS, ATTENTIONS, AttentionKind
 from joma_lib.block import (
+    ACTIVATION_GRADS,
+    ACTIVATIONS,
     BlockSpec,
     BlockState,
     attention,
@@ -17,6 +20,7 @@ from joma_lib.block import (
     invariant_toy,
     mean_attention,
     train,
+    train_sgd_numpy,
 )
 
 torch.set_num_threads(1)
@@ -141,3 +145,51 @@ def test_training_lowers_the_loss(optimizer, lr):
     traj = train(spec, X, y, state, 100, lr_z=lr, lr_w=lr, optimizer=optimizer, record_every=25)
     np.testing.assert_array_equal(traj.times, [0, 25, 50, 75, 100])
     assert traj.loss[-1, 0] < 0.8 * traj.loss[0, 0]
+
+
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_numpy_activations_and_their_derivatives_match_torch(name):
+    u = np.array([-3.0, -0.7, 0.0, 0.4, 2.5, 40.0, -40.0])
+    value, slope = ACTIVATION_GRADS[name](u)
+    t = torch.tensor(u, requires_grad=True)
+    ACTIVATIONS[name](t).sum().backward()
+    np.testing.assert_allclose(value, ACTIVATIONS[name](t).detach().numpy(), rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(slope, t.grad.numpy(), rtol=1e-14, atol=1e-300)
+    assert list(ACTIVATION_GRADS) == list(ACTIVATIONS)
+
+
+@pytest.mark.parametrize("phi", ACTIVATIONS)
+@pytest.mark.parametrize("kind", ATTENTIONS)
+def test_numpy_sgd_is_the_torch_sgd(kind, phi):
+    """train_sgd_numpy (hand-written gradients) takes the same steps as train (autograd) to rounding: two
+    replicas with their own bags, T != 1, unequal rates, a sparse record; with and without the top layer."""
+    for top_layer in (True, False):
+        spec = BlockSpec(n_context=5, d=7, n_hidden=3, n_classes=3, attention=kind, phi=phi, temperature=0.7,
+                         top_layer=top_layer, embedding_seed=1)
+        X = np.stack([dirichlet_bags(5, 3, 9, seed=s)[0] for s in (0, 1)])
+        y = dirichlet_bags(5, 3, 9)[1]
+        state = init_state(spec, [2, 3], w_scale=0.5, a_scale=0.5, z_scale=0.3,
+                           z_offset=ATTENTION_KINDS[kind].z_start)
+        kw = {"lr_z": 0.3, "lr_w": 0.2, "lr_top": 0.1, "record_every": 7}
+        ref, fast = train(spec, X, y, state, 40, **kw), train_sgd_numpy(spec, X, y, state, 40, **kw)
+        np.testing.assert_array_equal(fast.times, ref.times)
+        assert np.abs(ref.z[-1] - ref.z[0]).max() > 1e-2  # the logits moved
+        for name in ("z", "W", "loss"):
+            np.testing.assert_allclose(getattr(fast, name), getattr(ref, name), rtol=1e-11, atol=1e-13,
+                                       err_msg=f"{name}, top_layer={top_layer}")
+
+
+def test_numpy_sgd_refuses_what_it_cannot_train(monkeypatch):
+    spec, X, y, state = invariant_toy("exp", "tanh")
+    with pytest.raises(ValueError, match="steps"):
+        train_sgd_numpy(spec, X, y, state, 0)
+    with pytest.raises(ValueError, match="lr_w"):
+        train_sgd_numpy(spec, X, y, state, 5, lr_w=-1.0)
+    with pytest.raises(ValueError, match="diverged.*lr"):
+        train_sgd_numpy(spec, X, y, state, 50, lr_w=1e12, lr_z=1e12)
+    no_score = AttentionKind("exp2", kernel=lambda s, x: x * torch.exp(2 * s), potential=lambda z: z,
+                             inverse_potential=lambda g, z0: g, coefficient=lambda temperature: 1.0 / temperature)
+    monkeypatch.setitem(ATTENTION_KINDS, "exp2", no_score)
+    spec2, X2, y2, state2 = invariant_toy("exp2", "tanh")
+    with pytest.raises(ValueError, match="attention='exp2' has no numpy score"):
+        train_sgd_numpy(spec2, X2, y2, state2, 5)

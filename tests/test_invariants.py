@@ -68,6 +68,8 @@ def test_bad_arguments():
         invariant_residual(np.ones((3, 2)), np.ones((3, 2, 2)), "exp")
     with pytest.raises(ValueError, match="last axis"):
         normalized_correlation(np.ones(1), np.ones(1))
+    with pytest.raises(ValueError, match=r"engine must be one of \['torch', 'numpy'\]"):
+        toy_check(engine="jax")
 
 
 @pytest.mark.parametrize("phi", list(ACTIVATIONS))
