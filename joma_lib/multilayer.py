@@ -106,8 +106,8 @@ _PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size
 """The paper's data sizes (M = 100, C = 20, MLP width 128 = 4 x 32) on the quick CPU training budget."""
 
 CONFIGS: dict[str, Table1Config] = {
-    # The paper's run (official_code.md Sec. 2.6: lr, wd, d as filtered by the table script; 5 seeds per
-    # the secondary sources). About 20 runs x 10k steps: an estimated few minutes per run on a GPU
+    # The paper's run (the authors' README command; lr, wd, d as filtered by their table script; 5 seeds is
+    # our choice). About 20 runs x 10k steps: an estimated few minutes per run on a GPU
     # (not measured), days on a CPU
     # (one step of width 1024 took 6-35 s on the shared 2-core machine).
     "full": Table1Config(),
