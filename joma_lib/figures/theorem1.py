@@ -22,7 +22,7 @@ from joma_lib.block import (
     mean_attention,
     train,
 )
-from joma_lib.figures.registry import SGD, Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.figures.registry import INVARIANT_RESIDUAL, SGD, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.invariants import (
     invariant_residual,
     normalized_correlation,
@@ -292,7 +292,7 @@ FIGURES = [
         chapter="book/theorem1.md",
         make=make_invariant_residual,
         plot=plot_invariant_residual,
-        tolerances={"residual": Tolerance(rtol=1e-5, atol=1e-10, gpu_rtol=1e-3, gpu_atol=1e-7)},
+        tolerances={"residual": INVARIANT_RESIDUAL},
         default_tol=SGD,
         claims=RESIDUAL_CLAIMS,
     ),
