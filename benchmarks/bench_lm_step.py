@@ -8,10 +8,10 @@ untied output over ``--vocab`` words, 20 streams x 35 tokens):
   ``nn.MultiheadAttention`` called with ``need_weights=True`` at every step (the [B, T, T]
   probabilities are materialised), logits ``[T, B, V]`` and ``F.cross_entropy`` on the
   ``[T*B, V]`` view, ``clip_grad_norm_(0.5)``, plain ``torch.optim.Adam`` (their script
-  re-creates it each epoch, which costs nothing per step), all in fp32;
+  re-creates it each epoch, which costs nothing per step), torch's dropout, all in fp32;
 * ours, fp32 and bf16: :class:`joma_lib.lm.model.TransformerLM` through
-  :func:`joma_lib.lm.train.train_step` (fused attention, fused read-out + cross-entropy,
-  fused Adam, foreach clipping), with ``precision="fp32"`` and ``precision="bf16"``.
+  :func:`joma_lib.lm.train.train_step` (fused read-out + cross-entropy, dropout masks from
+  random integers, fused Adam, foreach clipping), with ``precision="fp32"`` and ``precision="bf16"``.
 
 The three steps alternate in one process (same inputs, same threads), so a loaded machine
 slows all of them alike; the ratios are of median step times. The roofline: every GEMM of
@@ -46,6 +46,7 @@ class BaselineLayer(PostLNLayer):
     def __init__(self, d: int, d_ff: int, dropout: float) -> None:
         super().__init__(d, d_ff, dropout)
         self.self_attn = nn.MultiheadAttention(d, 1, dropout=dropout)
+        self.drop = nn.Dropout(dropout)  # torch's dropout, as theirs
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a, attn = self.self_attn(x, x, x, attn_mask=mask, need_weights=True)
@@ -58,6 +59,7 @@ class BaselineLM(TransformerLM):
 
     def __init__(self, vocab: int, n_layers: int, d: int = 200, d_ff: int = 200, dropout: float = 0.2) -> None:
         super().__init__(vocab, n_layers, d, d_ff, dropout)
+        self.drop = nn.Dropout(dropout)
         layer = BaselineLayer(d, d_ff, dropout)
         self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(n_layers))
 

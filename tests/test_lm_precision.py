@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from joma_lib.lm.model import TransformerLM
+from joma_lib.lm.model import TransformerLM, bits_dropout
 from joma_lib.lm.train import RunConfig, make_optimizer, train_step
 
 torch.set_num_threads(1)
@@ -83,3 +83,51 @@ def test_bad_precision_is_rejected_with_the_allowed_values():
         RunConfig(precision="half").validated()
     assert RunConfig(precision="bf16").name.endswith("_bf16")
     assert RunConfig().name == "wikitext2_L1_lr0.0001_s1"  # fp32 runs keep their directory names
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.1])
+def test_bits_dropout_keeps_1_minus_p_scales_by_its_inverse_and_is_unbiased(dtype, p):
+    torch.manual_seed(3)
+    x = torch.ones(400, 500, dtype=dtype)  # 200,000 entries: the keep rate to ~0.002 (2 sigma)
+    m = bits_dropout(x, p).float()
+    kept = m > 0
+    scale = float(torch.tensor(1 / (1 - p), dtype=dtype))
+    assert torch.all(m[kept] == scale) and torch.all(m[~kept] == 0)
+    n = m.numel()
+    sigma = (p * (1 - p) / n) ** 0.5
+    assert abs(float(kept.float().mean()) - (1 - p)) < 4 * sigma + 2**-15 + abs(1 / scale - (1 - p))
+    assert abs(float(m.mean()) - 1) < 4 * scale * sigma  # E[m] = k s / 2^15 = 1 to 2^-16 s
+    torch.manual_seed(3)
+    assert torch.equal(bits_dropout(x, p).float(), m)  # the masks come from torch's seeded generator
+
+
+def test_bits_dropout_gradient_is_the_mask_and_bad_p_is_rejected():
+    x = torch.randn(30, 40, requires_grad=True)
+    y = bits_dropout(x, 0.2)
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.where(y.detach() != 0, 1.25, 0.0))  # d(x m)/dx = m
+    assert bits_dropout(x, 0.0) is x
+    with pytest.raises(ValueError, match="p must be"):
+        bits_dropout(x, 1.0)
+
+
+def test_cpu_training_draws_the_same_bits_dropout_masks_in_fp32_and_bf16():
+    model = _model().train()
+    x = torch.randn(4, 10, 16)
+    layer = model.layers[0]
+    masks = []
+    for dtype in (torch.float32, torch.bfloat16):
+        torch.manual_seed(7)
+        dropped = layer.drop(x.to(dtype))
+        torch.manual_seed(7)
+        assert torch.equal(dropped, bits_dropout(x.to(dtype), 0.2))
+        masks.append(dropped != 0)
+    assert torch.equal(masks[0], masks[1])
+    x_tok, y_tok = _batch()
+    with torch.no_grad():
+        torch.manual_seed(7)
+        train_loss = float(model.loss(x_tok, y_tok))
+        torch.manual_seed(7)
+        assert float(model.loss(x_tok, y_tok)) == train_loss  # seeded: the same masks again
+        assert float(model.eval().loss(x_tok, y_tok)) != train_loss  # and dropout was on

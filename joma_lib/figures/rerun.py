@@ -1,7 +1,7 @@
 """Figures of the "Our re-run" page: attention entropy and stable rank while our model trains on real text.
 
 * ``c-rerun-full``: the CPU reproduction (1- and 2-layer models on Wikipedia leads, preset
-  ``rerun-full`` of :mod:`joma_lib.lm.train`, two seeds, about 11 minutes on 2 cores). ``make``
+  ``rerun-full`` of :mod:`joma_lib.lm.train`, two seeds, about 7 minutes on 2 cores). ``make``
   reads the committed results written by the one documented command
   (``python -m joma_lib.lm.train run --preset rerun-full --jobs 2 --out runs/rerun-full --results
   joma_lib/lm/results/rerun-full.npz``); it does not retrain.
