@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from _results import CLOCKS, median_ms, write_results
 from torch import nn
 
-from joma_lib.lm.model import PostLNLayer, TransformerLM, causal_mask
+from joma_lib.lm.model import PostLNLayer, TransformerLM, bits_dropout, causal_mask
 from joma_lib.lm.train import make_optimizer, train_step
 
 class BaselineLayer(PostLNLayer):
@@ -138,6 +138,28 @@ def roofline(gemms: list[tuple[str, int, int, int, int]], device: torch.device, 
     return flops / 1e9, speed
 
 
+def dropout_ms(device: torch.device, shape: tuple[int, ...], clock: str, repeats: int = 41
+               ) -> dict[str, dict[str, float]]:
+    """Median ms of one training-mode dropout (p = 0.2) of a ``shape`` tensor, per dtype: torch's
+    ``F.dropout`` (the authors' masks) and ours, :func:`~joma_lib.lm.model.bits_dropout`, called alternately."""
+    tick = CLOCKS[clock]
+    out = {}
+    for label, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        x = torch.randn(shape, device=device).to(dtype)
+        calls = {"torch": lambda: F.dropout(x, 0.2, True), "ours": lambda: bits_dropout(x, 0.2)}
+        times: dict[str, list[float]] = {k: [] for k in calls}
+        for i in range(repeats + 1):
+            for name, call in calls.items():
+                _sync(device)
+                t0 = tick()
+                call()
+                _sync(device)
+                if i:
+                    times[name].append(tick() - t0)
+        out[label] = {k: median_ms(v) for k, v in times.items()}
+    return out
+
+
 def bench(device: torch.device, n_layers: int, vocab: int, batch: int, seq: int, repeats: int, warmup: int,
           clock: str) -> dict[str, list[float]]:
     """Seconds per step of the baseline and of ours in fp32 and bf16, ``repeats`` of each, measured alternately."""
@@ -191,6 +213,11 @@ def main() -> None:
         devices.append(torch.device("cuda"))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, vocab {args.vocab}, "
           f"batch {args.batch} x {args.seq} tokens, median of {args.repeats} alternating steps, {args.clock} clock")
+    dropout = {}
+    for device in devices:
+        dropout[device.type] = dropout_ms(device, (args.batch, args.seq, 200), args.clock)
+        print(f"{device.type}: one dropout of [{args.batch}, {args.seq}, 200] activations, torch / ours (ms): "
+              + ", ".join(f"{k} {v['torch']:.3f} / {v['ours']:.3f}" for k, v in dropout[device.type].items()))
     print(f"{'device':<6} {'layers':>6} {'GFLOP':>6} {'GEMM GFLOP/s fp32/bf16':>23} "
           f"{'achieved GFLOP/s base/fp32/bf16':>32} {'ms base/fp32/bf16':>20} {'ratio fp32':>10} {'ratio bf16':>10}")
     rows = []
@@ -210,7 +237,7 @@ def main() -> None:
                   f"{row['ratio_fp32']:>9.2f}x {row['ratio_bf16']:>9.2f}x", flush=True)
     if not args.no_write:
         write_results(args.results_name, {"settings": {k: v for k, v in vars(args).items() if k != "no_write"} |
-                                  {"threads_used": torch.get_num_threads()}, "rows": rows})
+                                  {"threads_used": torch.get_num_threads()}, "rows": rows, "dropout_ms": dropout})
 
 
 if __name__ == "__main__":
