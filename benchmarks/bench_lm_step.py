@@ -197,7 +197,7 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=28_782, help="the paper's WikiText-2 vocabulary by default")
     p.add_argument("--batch", type=int, default=20)
     p.add_argument("--seq", type=int, default=35)
-    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--repeats", type=int, default=25)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
