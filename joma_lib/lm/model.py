@@ -151,13 +151,23 @@ def bits_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
     return x * (keep_all_ones & int(scale.view(int_dtype))).view(x.dtype)
 
 
+def draws_bits_masks(x: torch.Tensor, p: float) -> bool:
+    """Whether this model's dropout of ``x`` at rate ``p`` draws its masks with :func:`bits_dropout`: on the CPU."""
+    return p > 0 and x.device.type == "cpu"
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """The model's dropout: :func:`bits_dropout` on the CPU (:func:`draws_bits_masks`), ``F.dropout`` elsewhere."""
+    if training and draws_bits_masks(x, p):
+        return bits_dropout(x, p)
+    return F.dropout(x, p, training)
+
+
 class Dropout(nn.Dropout):
-    """``nn.Dropout`` whose masks come from :func:`bits_dropout` on the CPU (torch's own on other devices)."""
+    """``nn.Dropout`` drawing its masks as :func:`dropout` does."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training and self.p > 0 and x.device.type == "cpu":
-            return bits_dropout(x, self.p)
-        return super().forward(x)
+        return dropout(x, self.p, self.training)
 
 
 class CausalSelfAttention(nn.Module):
@@ -176,13 +186,11 @@ class CausalSelfAttention(nn.Module):
         """``x [B, T, d]`` -> output ``[B, T, d]`` and, if asked, the probabilities ``[B, T, T]``."""
         q, k, v = self.in_proj(x).chunk(3, dim=-1)
         p_drop = self.dropout if self.training else 0.0
-        on_cpu = p_drop > 0 and x.device.type == "cpu"  # then the probabilities are dropped by bits_dropout
-        if not (return_attention or on_cpu):
+        if not (return_attention or draws_bits_masks(x, p_drop)):  # the fused kernel draws torch's masks
             return self.out_proj(F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)), None
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + causal_mask(x.shape[1], x.device)
         attn = scores.softmax(dim=-1)
-        dropped = bits_dropout(attn, p_drop) if on_cpu else F.dropout(attn, p_drop, self.training)
-        return self.out_proj(dropped @ v), attn if return_attention else None
+        return self.out_proj(dropout(attn, p_drop, self.training) @ v), attn if return_attention else None
 
 
 class PostLNLayer(nn.Module):
