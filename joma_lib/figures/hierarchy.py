@@ -108,11 +108,13 @@ def _draw_tree(ax, depth: int, branching: int, heights: np.ndarray, query: int, 
     ax.set_ylabel("height")
     ax.set_xticks([])
     ax.grid(False)
-    ax.set_title("(a) latent tree; leaf colour = height $H$ of the common ancestor with $m$", fontsize=10)
+    ax.set_title("(a) latent tree; leaf colour: height $H$ of the common ancestor with $m$", fontsize=10)
 
 
 def plot_fig5(data: FigureData) -> Figure:
-    """(a) tree; (b) co-occurrence; (c) association dynamics; attention at the sparsest time and at the end."""
+    """(a) tree; (b) co-occurrence and the entropy of the query's attention; (c) association dynamics and the
+    attention per height; attention at the sparsest time and at the end. Two panels per row, each heat map
+    with its colour bar below it (titles and colour bars never share a column)."""
     import matplotlib as mpl
     from matplotlib.lines import Line2D
 
@@ -121,16 +123,16 @@ def plot_fig5(data: FigureData) -> Figure:
     depth = int(H.max())
     cmap = mpl.colormaps["viridis"]
     colours = [cmap(k / max(depth - 1, 1)) for k in range(depth)]
-    fig = Figure(figsize=(8.8, 6.6), layout="constrained")
-    grid = fig.add_gridspec(2, 4)
-    ax = fig.add_subplot(grid[0, :2])
+    fig = Figure(figsize=(8.8, 12.0), layout="constrained")
+    grid = fig.add_gridspec(4, 2, height_ratios=(1.0, 1.15, 1.0, 1.15))
+    ax = fig.add_subplot(grid[0, :])
     _draw_tree(ax, depth, branching, H[query], query, cmap)
     ax.legend([Line2D([], [], marker="o", ls="", color=c, markeredgecolor="k") for c in colours],
-              [f"H = {h}" for h in range(1, depth + 1)], loc="upper right", fontsize=9)
-    for cell, key, title in [(grid[0, 2], "cooccurrence", r"(b) co-occurrence $P[l\mid m]$"),
-                             (grid[1, 2], "attention_sparse",
+              [f"H = {h}" for h in range(1, depth + 1)], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9)
+    for cell, key, title in [(grid[1, 0], "cooccurrence", r"(b) co-occurrence $P[l\mid m]$"),
+                             (grid[3, 0], "attention_sparse",
                               f"attention at t = {float(data['t_sparse']):.2f} (sparsest)"),
-                             (grid[1, 3], "attention_final", f"attention at t = {times[-1]:g}")]:
+                             (grid[3, 1], "attention_final", f"attention at t = {times[-1]:g} (end)")]:
         ax = fig.add_subplot(cell)
         im = ax.imshow(data[key], cmap="magma", vmin=0)
         ax.set_title(title, fontsize=10)
@@ -139,14 +141,14 @@ def plot_fig5(data: FigureData) -> Figure:
         ax.set_xticks(range(0, H.shape[0], 4))
         ax.set_yticks(range(0, H.shape[0], 4))
         ax.grid(False)
-        fig.colorbar(im, ax=ax, shrink=0.8)
-    ax = fig.add_subplot(grid[0, 3])
+        fig.colorbar(im, ax=ax, location="bottom", shrink=0.7, pad=0.02, aspect=30)
+    ax = fig.add_subplot(grid[1, 1])
     ax.plot(times, data["entropy"], "k-")
     ax.axvline(float(data["t_sparse"]), color="0.5", ls=":", lw=0.8)
     ax.set_xlabel("time $t$")
     ax.set_ylabel("entropy (nats)")
     ax.set_title("entropy of the query's attention", fontsize=10)
-    ax = fig.add_subplot(grid[1, 0])
+    ax = fig.add_subplot(grid[2, 0])
     for h in range(1, depth + 1):
         l = int(np.flatnonzero(H[query] == h)[0])
         ax.plot(times, v[:, l] / mu[l], color=colours[h - 1],
@@ -154,9 +156,9 @@ def plot_fig5(data: FigureData) -> Figure:
         ax.axvline(data["assoc_time"][h - 1], color=colours[h - 1], ls=":", lw=0.8)
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$v_l(t) / \mu_l$")
-    ax.set_title("(c) association $v_l(t)$ of the query", fontsize=10)
-    ax.legend(fontsize=9)
-    ax = fig.add_subplot(grid[1, 1])
+    ax.set_title("(c) association of the query", fontsize=10)
+    ax.legend(fontsize=9, loc="lower right")  # the curves have reached 1 where the legend sits
+    ax = fig.add_subplot(grid[2, 1])
     for h in range(1, depth + 1):
         ax.plot(times, data["attention_per_token_by_height"][:, h - 1], color=colours[h - 1], label=f"H = {h}")
     ax.set_xlabel("time $t$")
@@ -330,7 +332,7 @@ def plot_table1(data: FigureData) -> Figure:
     """Alignment matrices (layer x latent level, seed mean) of the trained, initial and shuffled-label
     networks, one row per setting."""
     n_settings = data["trained_mean"].shape[0]
-    fig = Figure(figsize=(8.8, 2.4 * n_settings + 0.6), layout="constrained")
+    fig = Figure(figsize=(8.8, 2.7 * n_settings + 0.9), layout="constrained")
     axes = fig.subplots(n_settings, len(KINDS), squeeze=False)
     titles = {"trained": "trained", "init": "at initialisation", "control": "trained on shuffled labels"}
     for i in range(n_settings):
@@ -344,8 +346,9 @@ def plot_table1(data: FigureData) -> Figure:
             ax.set_xticks(range(matrix.shape[1]), [f"level {k}" for k in range(matrix.shape[1] - 1)] + ["class"])
             ax.set_yticks(range(matrix.shape[0]), [f"layer {j}" for j in range(matrix.shape[0])])
             ax.grid(False)
-            ax.set_title(f"p = {int(data['n_combinations'][i])}, levels {sizes}: {titles[kind]}", fontsize=9)
-    fig.colorbar(im, ax=axes, shrink=0.6, label="alignment score (mean over seeds)")
+            # two short lines: the setting, then the network (one line ran into the neighbour's title)
+            ax.set_title(f"p = {int(data['n_combinations'][i])}, levels {sizes}\n{titles[kind]}", fontsize=9)
+    fig.colorbar(im, ax=axes, location="bottom", shrink=0.5, aspect=40, label="alignment score (mean over seeds)")
     return fig
 
 

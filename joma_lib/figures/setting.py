@@ -146,7 +146,7 @@ def make_pretrained(source: str = "auto", n_tokens: int = 2000, n_texts: int = 8
 
 def plot_pretrained(data: FigureData) -> Figure:
     """Left: histograms of |cos| of distinct token embeddings per model; right: hidden states by layer."""
-    fig = Figure(figsize=(8.8, 3.8), layout="constrained")
+    fig = Figure(figsize=(8.8, 4.8), layout="constrained")
     left, middle, right = fig.subplots(1, 3)
     centres = (data["bins"][:-1] + data["bins"][1:]) / 2
     for i, name in enumerate(data["model"]):
@@ -160,7 +160,8 @@ def plot_pretrained(data: FigureData) -> Figure:
     left.set_xlabel("|cos| of two distinct token embeddings")
     left.set_ylabel("density")
     left.set_title("token embeddings", fontsize=10)
-    left.legend(fontsize=9)
+    # below the panel: inside it, six entries covered the y tick labels
+    left.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     middle.axhline(HIDDEN_COS_BOUND, color="0.5", ls=":", lw=0.8)
     middle.set_xlabel("relative depth (0 = embedding output)")
     middle.set_ylabel("median |cos|, distinct tokens")
