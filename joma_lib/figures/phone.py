@@ -13,11 +13,12 @@ browser test scales it by the image's displayed width to check that no figure te
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.gridspec import GridSpec
-from matplotlib.legend import Legend
 from matplotlib.text import Text
 
 PHONE_WIDTH_IN = 4.0  # a 390 px phone shows ~360 CSS px of column: 9 pt text stays above 9 CSS px
@@ -41,18 +42,20 @@ def _panels(fig: Figure) -> list[list]:
 
 def _wrappable(fig: Figure) -> list[Text]:
     """Titles, axis labels and the figure's own texts (not legends or tick labels: matplotlib wraps those badly)."""
-    texts = [*fig.texts] + ([fig._suptitle] if fig._suptitle is not None else [])
+    suptitle = getattr(fig, "_suptitle", None)  # matplotlib keeps the Text object private
+    texts = [*fig.texts] + ([suptitle] if suptitle is not None else [])
     for ax in fig.axes:
-        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label]
     return texts
 
 
-def _one_column(ax: Axes, legend: Legend) -> None:
-    """Draw ``legend`` again, same entries and place, in one column."""
+def _one_column(ax: Axes, legend: Any) -> None:
+    """Draw ``legend`` again, same entries and place (matplotlib keeps them private), in one column."""
     title = legend.get_title()
-    ax.legend(legend.legend_handles, [t.get_text() for t in legend.texts], loc=legend._loc,
-              bbox_to_anchor=legend._bbox_to_anchor, ncols=1, fontsize=legend.texts[0].get_fontsize(),
-              title=title.get_text() or None, title_fontsize=title.get_fontsize())
+    entries = [(h, t.get_text()) for h, t in zip(legend.legend_handles, legend.texts) if h is not None]
+    ax.legend([h for h, _ in entries], [label for _, label in entries], loc=legend._loc,
+              bbox_to_anchor=legend._bbox_to_anchor, ncols=1, fontsize=legend.texts[0].get_fontsize(), title=title.get_text() or None,
+              title_fontsize=title.get_fontsize())
 
 
 def stack_for_phone(fig: Figure) -> Figure:
