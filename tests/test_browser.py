@@ -354,18 +354,20 @@ def _open(browser: Any, page: str, width: str, height: int = 900) -> tuple[Any, 
     return context, tab
 
 
-# Every control of an explorer (plotly's slider groups and buttons): after scrolling it into view, the element
-# under its centre must belong to it; and no ancestor of the explorer may clip it in a smaller scroll box.
+# Every control of an explorer (a slider's rail, each button): after scrolling it into view, the element under its
+# centre must belong to it (the rail's grip belongs to its slider); and no ancestor of the explorer may clip it
+# in a scroll box smaller than the explorer.
 _CONTROLS_JS = """(id) => {
   const gd = document.getElementById(id);
-  const controls = [...gd.querySelectorAll('g.slider-group, g.updatemenu-button')];
+  const controls = [...gd.querySelectorAll('rect.slider-rail-touch-rect, g.updatemenu-button')];
   const bad = [];
   controls.forEach((c, i) => {
     c.scrollIntoView({block: 'center', inline: 'center'});
+    const owner = c.closest('g.slider-group') || c;
     const r = c.getBoundingClientRect();
     const x = r.left + r.width / 2, y = r.top + r.height / 2;
     const hit = document.elementFromPoint(x, y);
-    if (!hit || !c.contains(hit)) {
+    if (!hit || !owner.contains(hit)) {
       bad.push(`control #${i} (${c.getAttribute('class')}) at (${x.toFixed(0)}, ${y.toFixed(0)}) is under ` +
                (hit ? hit.tagName.toLowerCase() + '.' + String(hit.getAttribute('class')).slice(0, 40) : 'nothing'));
     }
