@@ -24,6 +24,7 @@ def _batch(batch: int = 8, seq: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
+@pytest.mark.bf16
 @pytest.mark.parametrize("upstream", [1.0, 3.0])
 def test_bf16_read_out_matches_fp32_cross_entropy_to_bf16_precision(upstream):
     model = _model().eval()
@@ -49,6 +50,7 @@ def test_bf16_read_out_matches_fp32_cross_entropy_to_bf16_precision(upstream):
         assert float((grads16[name] - g32).norm() / g32.norm()) < 0.1, name
 
 
+@pytest.mark.bf16
 def test_bf16_steps_decrease_the_loss_and_keep_fp32_master_weights_and_optimizer_state():
     model = _model()
     optimizer = make_optimizer(model, 3e-3)
@@ -61,6 +63,7 @@ def test_bf16_steps_decrease_the_loss_and_keep_fp32_master_weights_and_optimizer
         assert state["exp_avg"].dtype == torch.float32 and state["exp_avg_sq"].dtype == torch.float32
 
 
+@pytest.mark.bf16
 def test_bf16_and_fp32_training_agree_to_bf16_tolerance():
     model32 = _model()
     model16 = copy.deepcopy(model32)
@@ -112,6 +115,7 @@ def test_bits_dropout_gradient_is_the_mask_and_bad_p_is_rejected():
         bits_dropout(x, 1.0)
 
 
+@pytest.mark.bf16
 def test_cpu_training_draws_the_same_bits_dropout_masks_in_fp32_and_bf16():
     model = _model().train()
     x = torch.randn(4, 10, 16)

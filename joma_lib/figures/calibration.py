@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from joma_lib.figures.harness import REFERENCE_DIR, compute, load_reference
+from joma_lib.figures.harness import compute, load_reference, reference_path
 from joma_lib.figures.registry import FigureData, get_spec
 from joma_lib.io import atomic_path, write_npz
 
@@ -153,7 +153,7 @@ def calibrate(fig_id: str, variants: Sequence[str] | None = None, jobs: int = 1,
         "max_deviation": {label: dev for label, dev in results.items()},
         "arrays": derive(fig_id, runs, seed_runs),
     }
-    json_path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.json"
+    json_path = reference_path(fig_id, reference_dir).with_suffix(".json")
     manifest = json.loads(json_path.read_text())
     manifest["calibration"] = record
     with atomic_path(json_path) as tmp_json:
