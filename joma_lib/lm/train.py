@@ -48,7 +48,7 @@ from joma_lib.lm.data import CORPORA, LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
 from joma_lib.cpu import onednn_isa_limit
 from joma_lib.lm.model import TransformerLM, precision_dtype
-from joma_lib.lm.precision import PRECISION_CHOICES, record_used, resolve
+from joma_lib.lm.precision import PRECISION_CHOICES, AutoChoice, cached_choice, record_used, resolve
 from joma_lib.validation import check_choice, check_float, check_int
 
 if TYPE_CHECKING:
@@ -306,9 +306,6 @@ def run_precision(cfg: RunConfig, device: torch.device, threads: int = DEFAULT_T
     ``max_vocab``, or WikiText-2's), without touching the global random state.
     """
     vocab = cfg.max_vocab or WIKITEXT2_VOCAB
-    shapes = {"arch": cfg.arch, "n_layers": cfg.n_layers, "d": cfg.d, "d_ff": cfg.d_ff, "n_heads": cfg.n_heads,
-              "vocab": vocab, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len, "dropout": cfg.dropout,
-              "device": device.type}
     probe: dict[str, Any] = {}
 
     def step(precision: str) -> None:
@@ -320,7 +317,14 @@ def run_precision(cfg: RunConfig, device: torch.device, threads: int = DEFAULT_T
         train_step(probe["model"], probe["optimizer"], x, y, cfg.clip, precision)
 
     with torch.random.fork_rng(devices=[]):
-        return resolve(cfg.precision, device, shapes, threads, step)
+        return resolve(cfg.precision, device, run_shapes(cfg, device), threads, step)
+
+
+def run_shapes(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
+    """What decides the speed of a training step (the cache key of ``auto``'s measurement)."""
+    return {"arch": cfg.arch, "n_layers": cfg.n_layers, "d": cfg.d, "d_ff": cfg.d_ff, "n_heads": cfg.n_heads,
+            "vocab": cfg.max_vocab or WIKITEXT2_VOCAB, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
+            "dropout": cfg.dropout, "device": device.type}
 
 
 def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS
@@ -334,13 +338,26 @@ def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads:
     return [replace(c, precision=precision) if c.precision == "auto" else c for c in configs]
 
 
-def preset_precision(preset: str, device: str = "cpu") -> str:
-    """The precision a preset's runs train in here, on one thread (as :func:`train_preset` trains them)."""
+def _preset_configs(preset: str) -> list[RunConfig]:
     check_choice("preset", preset, tuple(PRESETS))
     settings = dict(PRESETS[preset])
     layers, lrs, seeds = settings.pop("layers"), settings.pop("lr"), settings.pop("seeds")
-    configs = sweep_configs(RunConfig(**settings), layers, lrs, seeds)
-    return sweep_precision(configs, resolve_device(device), threads=1)[0].precision
+    return sweep_configs(RunConfig(**settings), layers, lrs, seeds)
+
+
+def preset_precision(preset: str, device: str = "cpu") -> str:
+    """The precision a preset's runs train in here, on one thread (as :func:`train_preset` trains them)."""
+    return sweep_precision(_preset_configs(preset), resolve_device(device), threads=1)[0].precision
+
+
+def preset_auto_choice(preset: str) -> AutoChoice | None:
+    """``auto``'s measurement for a preset on this CPU (one thread; made now if not cached): the choice and both
+    step times. None when nothing was measured (no ``auto`` in the preset, ``JOMA_PRECISION`` set, no bf16)."""
+    configs = [c for c in _preset_configs(preset) if c.precision == "auto"]
+    if not configs:
+        return None
+    preset_precision(preset)
+    return cached_choice(run_shapes(max(configs, key=lambda c: c.n_layers), torch.device("cpu")), 1)
 
 
 def _rng_state(device: torch.device) -> dict[str, torch.Tensor]:
