@@ -77,3 +77,22 @@ def test_the_site_is_deployed_with_the_network():
     steps = " ".join(str(step.get("run", "")) for step in build["steps"])
     assert "wikitext2_multilayer_lr.pt" in steps and "JOMA_OFFICIAL_DIR" in steps
     assert steps.index("wikitext2_multilayer_lr.pt") < steps.index("make book-strict") < steps.index("Not shown:")
+
+
+def test_the_deploy_guard_matches_the_printed_note_and_not_the_code_that_prints_it():
+    """The offline notes are printed by visible code cells: each guard must match the output line only."""
+    import re
+
+    steps = " ".join(str(step.get("run", "")) for step in
+                     yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())["jobs"]["build"]["steps"])
+    patterns = {page: pattern for pattern, page in
+                re.findall(r'grep (?:-E )?"([^"]+)" _build/html/book/(\w+)\.html', steps)}
+    assert set(patterns) == {"fig7", "wikitext"}
+    # as the built fig7.html shows them: the highlighted code cell, then its output
+    code = ('<span class="s2">"Not shown: </span><span class="si">{</span><span class="n">err</span>'
+            '<span class="si">}</span><span class="s2">. The stand-in below is used instead."</span>')
+    output = "<pre><span></span>Not shown: Pythia checkpoints come from the Hugging Face hub, which is not reachable"
+    assert re.search(patterns["fig7"], output) and not re.search(patterns["fig7"], code)
+    harness = (ROOT / "joma_lib" / "figures" / "harness.py").read_text()
+    assert re.search(patterns["wikitext"], harness), "the guard no longer matches the note the harness prints"
+    assert not re.search(patterns["wikitext"], (ROOT / "book" / "wikitext.md").read_text())
