@@ -79,7 +79,7 @@ def plot_fig4(data: FigureData) -> Figure:
 # --------------------------------------------------------------------------- Fig. 4 variants
 def make_fig4_variants(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_steps: int = 5000,
                        temperature: float = 3.0, record_every: int = 10, n_ode_times: int = 160) -> FigureData:
-    """Figure 4's run next to the theory's own ODE and the linear contrast (same mu).
+    """Fig. 4's run next to the theory's own ODE and the linear contrast (same mu).
 
     * ``ode_*``: ``dv/dt = (mu - v) o exp(v^2/2)`` (Theorem 4's equation; continuous time,
       integrated in ``u = ln 1/delta``), entropy of the normalised attention softmax(v^2/2);
@@ -332,7 +332,7 @@ FIGURES = [
     ),
     FigureSpec(
         fig_id="c-fig4-variants",
-        title="Figure 4 next to the theory's exp(v^2/2) ODE and the linear contrast",
+        title="Fig. 4 next to the theory's exp(v^2/2) ODE and the linear contrast",
         paper_ref="companion (Fig. 4, Theorem 4)",
         chapter="book/theorems3_4.md",
         make=make_fig4_variants,
