@@ -6,6 +6,10 @@ the same. ``joma_paper_theorems`` in ``_config.yml`` maps each theorem's label t
 Sphinx has assigned the chapter numbers (``env-get-updated``), this extension replaces those of theorems,
 so boxes and references read "Theorem 1". Figures, tables and equations keep the book's chapter numbers.
 
+Pages outside the numbered parts (the "Reference" part: reproduce, claims, performance) have no chapter
+number, so Sphinx would caption their figures "Figure 1", which reads as the paper's Fig. 1. Their figures,
+tables and listings get no number at all (:func:`unnumber_unnumbered_pages`).
+
 A theorem whose label is not in the map is a build warning (an error in the strict build): every theorem
 box of the book states one of the paper's theorems.
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COUNTER = "theorem"  # sphinx-proof's counter type of {prf:theorem}
+UNNUMBERED_COUNTERS = ("figure", "table", "code-block")  # what an unnumbered page does not number
 
 
 def paper_numbers(fignumbers: dict[str, dict[str, dict[str, tuple[int, ...]]]],
@@ -45,8 +50,23 @@ def paper_numbers(fignumbers: dict[str, dict[str, dict[str, tuple[int, ...]]]],
     return sorted(set(changed)), sorted(missing)
 
 
+def unnumber_unnumbered_pages(fignumbers: dict[str, dict[str, dict[str, tuple[int, ...]]]],
+                              secnumbers: Mapping[str, Mapping[str, tuple[int, ...]]]) -> list[str]:
+    """Drop, in place, the figure, table and listing numbers of every document without a section number in
+    ``secnumbers`` (doc -> anchor -> number); return the documents changed."""
+    changed = []
+    for docname, counters in fignumbers.items():
+        if any(secnumbers.get(docname, {}).values()):
+            continue
+        for counter in UNNUMBERED_COUNTERS:
+            if counters.pop(counter, None):
+                changed.append(docname)
+    return sorted(set(changed))
+
+
 def _renumber(app: Sphinx, env: BuildEnvironment) -> list[str]:
     changed, missing = paper_numbers(env.toc_fignumbers, app.config.joma_paper_theorems)
+    changed = sorted(set(changed) | set(unnumber_unnumbered_pages(env.toc_fignumbers, env.toc_secnumbers)))
     for label in missing:
         logger.warning(f"sphinx_paper_numbers: theorem {label!r} has no paper number in joma_paper_theorems "
                        f"(_config.yml); it keeps its chapter number")

@@ -47,6 +47,15 @@ def test_theorems_get_the_papers_numbers_and_unmapped_ones_are_reported():
     assert changed == ["a/thm1", "a/thm34"] and missing == ["thm-x"]
 
 
+def test_pages_without_a_chapter_number_number_no_figure():
+    numbers = {"book/performance": {"figure": {"c-rerun-precision": (1,)}, "table": {"t": (1,)}},
+               "book/theorem1": {"figure": {"fig2a": (2, 1)}}, "book/intro": {}}
+    secnumbers = {"book/performance": {}, "book/theorem1": {"": (2,)}}
+    changed = sphinx_paper_numbers.unnumber_unnumbered_pages(numbers, secnumbers)
+    assert changed == ["book/performance"]
+    assert numbers == {"book/performance": {}, "book/theorem1": {"figure": {"fig2a": (2, 1)}}, "book/intro": {}}
+
+
 def test_config_numbers_every_theorem_of_the_book():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]["joma_paper_theorems"]
     labels = []
