@@ -409,38 +409,54 @@ def _chapters() -> list[str]:
 
 
 # The smallest figure text of each shown picture, in CSS px: the PNG records its smallest text's height in its own
-# pixels (joma_lib.figures.harness.TEXT_PX_KEY); the browser scales the picture it chose to its displayed width.
-_PICTURES_JS = """() => [...document.querySelectorAll('.bd-article figure[id] img')].map(img => ({
-  figure: img.closest('figure').id, src: img.currentSrc, shown: img.clientWidth, natural: img.naturalWidth}))"""
+# pixels (joma_lib.figures.phone.TEXT_PX_KEY); the browser scales the picture it chose to its displayed width.
+# Registry figures (<figure id>) and the pictures of widget panels (.joma-widget-static, inline data URIs).
+_PICTURES_JS = """() => [
+  ...[...document.querySelectorAll('.bd-article figure[id] img')].map(img => ({figure: img.closest('figure').id, img})),
+  ...[...document.querySelectorAll('.bd-article .joma-widget-static img')].map((img, i) => ({figure: `widget #${i}`, img})),
+].map(({figure, img}) => ({figure, src: img.currentSrc, shown: img.clientWidth, natural: img.naturalWidth}))"""
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
-def test_no_figure_text_below_9_css_px_on_a_phone(page, browser):
-    """At 390 px every registry figure shows its phone layout, and its smallest text is at least 9 CSS px."""
+def _png_text(src: str) -> dict[str, str]:
+    """The text chunks of the PNG at ``src`` (a file:// URL or a data URI)."""
+    import base64
+    import io
     from urllib.parse import unquote
 
     from PIL import Image
 
-    from joma_lib.figures.harness import TEXT_PX_KEY
+    if src.startswith("data:"):
+        source: Any = io.BytesIO(base64.b64decode(src.split(",", 1)[1]))
+    else:
+        source = unquote(urlparse(src).path)
+    with Image.open(source) as image:
+        return dict(getattr(image, "text", {}))
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
+def test_no_figure_text_below_9_css_px_on_a_phone(page, browser):
+    """At 390 px every registry figure and every widget's picture shows its phone layout, and its smallest text
+    is at least 9 CSS px."""
+    from joma_lib.figures.phone import TEXT_PX_KEY
     from joma_lib.figures.registry import registry
 
     if page == "<no book>":
         _missing("no built book")
     context, tab = _open(browser, page, "phone")
     try:
-        pictures = [p for p in tab.evaluate(_PICTURES_JS) if p["figure"] in registry()]
+        pictures = [p for p in tab.evaluate(_PICTURES_JS) if p["figure"] in registry() or p["figure"].startswith("widget")]
     finally:
         context.close()
     small = []
     for p in pictures:
-        with Image.open(unquote(urlparse(p["src"]).path)) as image:
-            recorded = image.text.get(TEXT_PX_KEY)
+        name = p["src"].rsplit("/", 1)[-1][:40]
+        recorded = _png_text(p["src"]).get(TEXT_PX_KEY)
         if recorded is None:
-            small.append(f"{p['figure']}: {p['src'].rsplit('/', 1)[-1]} records no text size")
+            small.append(f"{p['figure']}: {name} records no text size")
             continue
         css_px = float(recorded) * p["shown"] / p["natural"]
         if css_px < 9.0:
-            small.append(f"{p['figure']}: smallest text {css_px:.1f} CSS px ({p['src'].rsplit('/', 1)[-1]})")
+            small.append(f"{p['figure']}: smallest text {css_px:.1f} CSS px ({name})")
     assert not small, f"{page} at 390 px: {small}"
 
 

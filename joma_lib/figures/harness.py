@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from joma_lib.cpu import onednn_isa_limit
 from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, write_npz
-from joma_lib.figures.phone import smallest_text_px, stack_for_phone
+from joma_lib.figures.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.figures.style import figure_style
 from joma_lib.lm.precision import precisions_used
@@ -40,7 +40,6 @@ REFERENCE_DIR = Path(__file__).with_name("reference")
 # no page offers a multi-megabyte download; the npz next to it holds the same data.
 CSV_GZIP_ABOVE = 50_000
 PHONE_SUFFIX = "phone.png"  # the phone layout of a figure, served to narrow screens (_ext/sphinx_figures.py)
-TEXT_PX_KEY = "joma:smallest-text-px"  # PNG text chunk: the smallest text's height in the image's pixels
 
 
 class MissingReferenceError(RuntimeError):

@@ -22,6 +22,10 @@ from matplotlib.gridspec import GridSpec
 from matplotlib.text import Text
 
 PHONE_WIDTH_IN = 4.0  # a 390 px phone shows ~360 CSS px of column: 9 pt text stays above 9 CSS px
+PHONE_DPI = 150.0  # the phone layout of a widget's picture (the registry figures use savefig.dpi, also 150)
+# screens that get the phone layout (the same query as _ext/sphinx_figures.py, which does not import the package)
+PHONE_MEDIA = "(max-width: 640px)"
+TEXT_PX_KEY = "joma:smallest-text-px"  # PNG text chunk: the smallest text's height in the image's pixels
 MIN_PANEL_HEIGHT_IN = 2.4
 MAX_PANEL_HEIGHT_IN = 4.0
 WRAP_ABOVE_CHARS = 30
@@ -64,6 +68,8 @@ def stack_for_phone(fig: Figure) -> Figure:
     A figure with one panel only gets the narrow width. Panel heights keep their wide-layout height within
     [:data:`MIN_PANEL_HEIGHT_IN`, :data:`MAX_PANEL_HEIGHT_IN`].
     """
+    if fig.get_layout_engine() is None:  # a widget's drawing may place its axes by hand: let the stack make room
+        fig.set_layout_engine("constrained")
     panels = _panels(fig)
     width, height = fig.get_size_inches()
     heights = [float(np.clip(group[0].get_position().height * height * 1.25, MIN_PANEL_HEIGHT_IN,
