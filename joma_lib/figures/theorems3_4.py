@@ -71,7 +71,7 @@ def plot_fig4(data: FigureData) -> Figure:
     left.set_title(r"Colored line: dynamics of $\mathbf{v}(t)$. Dashed line: target $\boldsymbol{\mu}$", fontsize=9)
     right.plot(data["steps"], data["entropy"], "C0")
     right.axhline(float(data["entropy_limit"]), color="gray", ls=":", lw=1,
-                  label=r"$H(\mathrm{softmax}(\mu^2/T))$ (fixed point)")
+                  label=r"$H(\mathrm{softmax}(\mu^2/\tau_v))$ (fixed point)")
     right.set_xlabel("#iteration")
     right.set_ylabel(r"entropy($\mathbf{v}(t)$)")
     right.set_title("Entropy changes over time", fontsize=9)
