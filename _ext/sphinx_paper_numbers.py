@@ -6,9 +6,9 @@ the same. ``joma_paper_theorems`` in ``_config.yml`` maps each theorem's label t
 Sphinx has assigned the chapter numbers (``env-get-updated``), this extension replaces those of theorems,
 so boxes and references read "Theorem 1". Figures, tables and equations keep the book's chapter numbers.
 
-Pages outside the numbered parts (the "Reference" part: reproduce, claims, performance) have no chapter
-number, so Sphinx would caption their figures "Figure 1", which reads as the paper's Fig. 1. Their figures,
-tables and listings get no number at all (:func:`unnumber_unnumbered_pages`).
+Pages outside the numbered parts (the appendix "Checks and audit", the "Reference" part) have no chapter
+number, so Sphinx would caption their figures "Figure 1", which reads as the paper's Fig. 1. They get a letter
+instead, in reading order, as appendices do: "Figure A.1" (:func:`letter_unnumbered_pages`).
 
 A theorem whose label is not in the map is a build warning (an error in the strict build): every theorem
 box of the book states one of the paper's theorems.
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COUNTER = "theorem"  # sphinx-proof's counter type of {prf:theorem}
-UNNUMBERED_COUNTERS = ("figure", "table", "code-block")  # what an unnumbered page does not number
+UNNUMBERED_COUNTERS = ("figure", "table", "code-block")  # what an unnumbered page numbers by letter
 
 
 def paper_numbers(fignumbers: dict[str, dict[str, dict[str, tuple[int, ...]]]],
@@ -50,23 +50,50 @@ def paper_numbers(fignumbers: dict[str, dict[str, dict[str, tuple[int, ...]]]],
     return sorted(set(changed)), sorted(missing)
 
 
-def unnumber_unnumbered_pages(fignumbers: dict[str, dict[str, dict[str, tuple[int, ...]]]],
-                              secnumbers: Mapping[str, Mapping[str, tuple[int, ...]]]) -> list[str]:
-    """Drop, in place, the figure, table and listing numbers of every document without a section number in
-    ``secnumbers`` (doc -> anchor -> number); return the documents changed."""
+def toc_order(includes: Mapping[str, list[str]], root: str) -> list[str]:
+    """The documents of the table of contents under ``root`` (doc -> the docs its toctrees include), in reading order."""
+    order: list[str] = []
+
+    def visit(doc: str) -> None:
+        if doc in order:
+            return
+        order.append(doc)
+        for child in includes.get(doc, []):
+            visit(child)
+
+    visit(root)
+    return order
+
+
+def letter_unnumbered_pages(fignumbers: dict[str, dict[str, dict[str, tuple[Any, ...]]]],
+                            secnumbers: Mapping[str, Mapping[str, tuple[int, ...]]], order: list[str]) -> list[str]:
+    """Give, in place, the figures, tables and listings of every page without a chapter number (in ``secnumbers``:
+    doc -> anchor -> number) a letter in reading order instead: "Figure A.1" on the first such page after the
+    root (``order[0]``), "Figure B.1" on the next. The root's own are dropped (it is the opening page, not an
+    appendix). Return the documents changed."""
     changed = []
-    for docname, counters in fignumbers.items():
+    letters = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for docname in order:
         if any(secnumbers.get(docname, {}).values()):
             continue
+        letter = None if docname == order[0] else next(letters)
+        counters = fignumbers.get(docname, {})
         for counter in UNNUMBERED_COUNTERS:
-            if counters.pop(counter, None):
-                changed.append(docname)
+            numbers = counters.get(counter)
+            if not numbers:
+                continue
+            if letter is None:
+                del counters[counter]
+            else:
+                counters[counter] = {label: (letter, *number[-1:]) for label, number in numbers.items()}
+            changed.append(docname)
     return sorted(set(changed))
 
 
 def _renumber(app: Sphinx, env: BuildEnvironment) -> list[str]:
     changed, missing = paper_numbers(env.toc_fignumbers, app.config.joma_paper_theorems)
-    changed = sorted(set(changed) | set(unnumber_unnumbered_pages(env.toc_fignumbers, env.toc_secnumbers)))
+    order = toc_order(env.toctree_includes, app.config.root_doc)
+    changed = sorted(set(changed) | set(letter_unnumbered_pages(env.toc_fignumbers, env.toc_secnumbers, order)))
     for label in missing:
         logger.warning(f"sphinx_paper_numbers: theorem {label!r} has no paper number in joma_paper_theorems "
                        f"(_config.yml); it keeps its chapter number")

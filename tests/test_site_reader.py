@@ -47,13 +47,20 @@ def test_theorems_get_the_papers_numbers_and_unmapped_ones_are_reported():
     assert changed == ["a/thm1", "a/thm34"] and missing == ["thm-x"]
 
 
-def test_pages_without_a_chapter_number_number_no_figure():
-    numbers = {"book/performance": {"figure": {"c-rerun-precision": (1,)}, "table": {"t": (1,)}},
-               "book/theorem1": {"figure": {"fig2a": (2, 1)}}, "book/intro": {}}
-    secnumbers = {"book/performance": {}, "book/theorem1": {"": (2,)}}
-    changed = sphinx_paper_numbers.unnumber_unnumbered_pages(numbers, secnumbers)
-    assert changed == ["book/performance"]
-    assert numbers == {"book/performance": {}, "book/theorem1": {"figure": {"fig2a": (2, 1)}}, "book/intro": {}}
+def test_pages_without_a_chapter_number_letter_their_figures():
+    """Appendix pages number their figures "A.1", "B.1" in reading order; the opening page numbers none."""
+    includes = {"intro": ["setting", "audit", "performance"], "setting": []}
+    order = sphinx_paper_numbers.toc_order(includes, "intro")
+    assert order == ["intro", "setting", "audit", "performance"]
+    numbers = {"performance": {"figure": {"c-rerun-precision": (1,)}, "table": {"t": (2,)}},
+               "audit": {"figure": {"c-setting-pretrained": (1,)}}, "setting": {"figure": {"fig-block": (1, 1)}},
+               "intro": {"figure": {"c-summary": (1,)}}}
+    secnumbers = {"setting": {"": (1,)}, "audit": {}}
+    changed = sphinx_paper_numbers.letter_unnumbered_pages(numbers, secnumbers, order)
+    assert changed == ["audit", "intro", "performance"]
+    assert numbers == {"performance": {"figure": {"c-rerun-precision": ("B", 1)}, "table": {"t": ("B", 2)}},
+                       "audit": {"figure": {"c-setting-pretrained": ("A", 1)}},
+                       "setting": {"figure": {"fig-block": (1, 1)}}, "intro": {}}
 
 
 def test_config_numbers_every_theorem_of_the_book():
