@@ -85,7 +85,9 @@ def letter_unnumbered_pages(fignumbers: dict[str, dict[str, dict[str, tuple[Any,
             if letter is None:
                 del counters[counter]
             else:
-                counters[counter] = {label: (letter, *number[-1:]) for label, number in numbers.items()}
+                # Sphinx counts on across the unnumbered pages (the second one's first figure is "2"): restart at 1
+                ranked = sorted(numbers, key=lambda label: numbers[label])
+                counters[counter] = {label: (letter, k) for k, label in enumerate(ranked, start=1)}
             changed.append(docname)
     return sorted(set(changed))
 

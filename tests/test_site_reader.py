@@ -52,13 +52,14 @@ def test_pages_without_a_chapter_number_letter_their_figures():
     includes = {"intro": ["setting", "audit", "performance"], "setting": []}
     order = sphinx_paper_numbers.toc_order(includes, "intro")
     assert order == ["intro", "setting", "audit", "performance"]
-    numbers = {"performance": {"figure": {"c-rerun-precision": (1,)}, "table": {"t": (2,)}},
+    # Sphinx counts on across the pages without a chapter number
+    numbers = {"performance": {"figure": {"c-rerun-precision": (3,), "c-x": (2,)}, "table": {"t": (2,)}},
                "audit": {"figure": {"c-setting-pretrained": (1,)}}, "setting": {"figure": {"fig-block": (1, 1)}},
                "intro": {"figure": {"c-summary": (1,)}}}
     secnumbers = {"setting": {"": (1,)}, "audit": {}}
     changed = sphinx_paper_numbers.letter_unnumbered_pages(numbers, secnumbers, order)
     assert changed == ["audit", "intro", "performance"]
-    assert numbers == {"performance": {"figure": {"c-rerun-precision": ("B", 1)}, "table": {"t": ("B", 2)}},
+    assert numbers == {"performance": {"figure": {"c-x": ("B", 1), "c-rerun-precision": ("B", 2)}, "table": {"t": ("B", 1)}},
                        "audit": {"figure": {"c-setting-pretrained": ("A", 1)}},
                        "setting": {"figure": {"fig-block": (1, 1)}}, "intro": {}}
 
