@@ -1,0 +1,142 @@
+"""The Slurm engine of the LM runner, against a real Slurm (no mocks of Slurm or submitit).
+
+The tests marked ``slurm`` need a reachable cluster: ``bash .ci/slurm_up.sh`` (as root) installs and starts a
+one-node one here; where none answers they are skipped, with the reason. They submit a small sweep of two runs,
+kill one mid-way and requeue the other mid-way, and compare the collected results with a local run of the
+same settings, bitwise.
+"""
+
+import json
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from joma_lib.lm.cluster import job_states, parse_time, run_states, slurm_problem
+from joma_lib.lm.train import main
+
+# two tiny runs (1 and 2 layers) of the CPU re-run's settings; a checkpoint every 20 steps
+ARGS = ["--preset", "rerun-quick", "--layers", "1", "2", "--steps", "100", "--eval-interval", "20", "--eval-chunks",
+        "4", "--device", "cpu", "--threads", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    problem = slurm_problem()
+    if problem is not None:
+        pytest.skip(f"{problem}; start a one-node cluster with `bash .ci/slurm_up.sh` (as root)")
+    pytest.importorskip("submitit")
+
+
+def _wait(condition, what, timeout=240.0):
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def _job(run_dir):
+    return json.loads((run_dir / "slurm" / "job.json").read_text())["job_id"]
+
+
+def _step(out, name):
+    return {s.name: s.step for s in run_states(out)[0]}.get(name)
+
+
+def _scontrol(*args):
+    subprocess.run(["scontrol", *args], check=True, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.slurm
+def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(slurm, tmp_path, capsys):
+    out = tmp_path / "slurm"
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    runs = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert len(runs) == 2 and printed.count("submitted as job") == 2
+    first_jobs = {r: _job(out / r) for r in runs}
+    # each task carries its run's name; its logs are linked beside the run
+    names = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i %j", "-j", ",".join(first_jobs.values())],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert dict(zip(names[::2], names[1::2], strict=True)) == {j: r for r, j in first_jobs.items()}
+    assert all((out / r / "slurm" / "log.out").is_symlink() for r in runs)
+
+    # both runs past their first checkpoint: kill the first (scancel), requeue the second (scontrol requeue)
+    killed, requeued = runs
+    _wait(lambda: all((_step(out, r) or 0) >= 20 for r in runs), "the first checkpoint of both runs")
+    assert not any((out / r / "result.json").exists() for r in runs), "the runs finished before the interruption"
+    subprocess.run(["scancel", first_jobs[killed]], check=True, timeout=30)
+    _scontrol("requeue", first_jobs[requeued])
+    _wait(lambda: job_states([first_jobs[requeued]]).get(first_jobs[requeued]) == "PENDING", "the requeue")
+    _scontrol("update", f"JobId={first_jobs[requeued]}", "StartTime=now")  # Slurm holds a requeued job ~2 minutes
+    _wait(lambda: job_states([first_jobs[killed]]).get(first_jobs[killed]) == "CANCELLED", "the cancellation")
+    capsys.readouterr()
+    assert main(["status", "--out", str(out)]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
+    assert rows[killed][0] == "cancelled" and int(rows[killed][1].split("/")[0]) >= 20, rows
+
+    # submitting again: only the killed run goes to Slurm again; this call waits and collects
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), "--results", str(tmp_path / "slurm.npz")]) == 0
+    printed = capsys.readouterr().out
+    assert f"{requeued}: already in Slurm as job {first_jobs[requeued]}" in printed
+    assert f"{killed}: submitted as job" in printed and _job(out / killed) != first_jobs[killed]
+    for run in runs:  # each resumed from its checkpoint (the task's log says where it started again)
+        log = (out / run / "slurm" / "log.out").read_text()
+        assert "resuming at step" in log, log
+    assert "Restarts=1" in subprocess.run(["scontrol", "show", "job", first_jobs[requeued]], capture_output=True,
+                                          text=True).stdout
+
+    assert main(["run", *ARGS, "--out", str(tmp_path / "local"), "--results", str(tmp_path / "local.npz")]) == 0
+    with np.load(tmp_path / "slurm.npz") as on_slurm, np.load(tmp_path / "local.npz") as local:
+        assert sorted(on_slurm.files) == sorted(local.files)
+        for key in local.files:
+            assert np.array_equal(on_slurm[key], local[key], equal_nan=True), key
+
+    # everything finished: nothing is submitted again; status shows each run at its last step
+    capsys.readouterr()
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.count("finished, not submitted again") == 2
+    assert main(["status", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert table.count("done") == 3 and table.count("100/100") == 2, table
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("request_, message", [(["--partition", "no-such-partition"], "invalid partition"),
+                                               (["--gpus-per-run", "1"], "gres")])
+def test_a_request_sbatch_refuses_gives_its_message_on_one_line_and_leaves_nothing(slurm, tmp_path, capsys,
+                                                                                  request_, message):
+    out = tmp_path / "runs"
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), *request_]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: sbatch refused the job array:") and message in err.lower(), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists()
+    out.mkdir()  # an existing folder keeps what it had, and gains nothing
+    (out / "notes.txt").write_text("mine")
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), *request_]) == 2
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_without_slurm_the_engine_says_how_to_start_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no sbatch, squeue, ... on PATH
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--engine slurm" in err and "sbatch" in err and ".ci/slurm_up.sh" in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("text, minutes", [("90", 90), ("4:00:00", 240), ("1-00", 1440), ("0-1:30", 90),
+                                           ("2:30", 3), ("1-2:3:4", 1564)])
+def test_slurm_time_limits_are_read_as_minutes(text, minutes):
+    assert parse_time(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["", "4h", "0", "1:2:3:4", "-5"])
+def test_a_bad_time_limit_is_refused_before_anything_is_submitted(tmp_path, capsys, text):
+    with pytest.raises(ValueError, match="time"):
+        parse_time(text)
+    assert main(["run", *ARGS, "--engine", "slurm", "--time", text, "--out", str(tmp_path / "runs")]) == 2
+    assert "time" in capsys.readouterr().err and not (tmp_path / "runs").exists()
