@@ -260,7 +260,7 @@ def job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
     ids = sorted(set(job_ids))
     if not ids:
         return {}
-    queue = _slurm_command("squeue", "-h", "--states=all", "-o", "%i %T", "-j", ",".join(ids))
+    queue = _slurm_command("squeue", "-h", "-r", "--states=all", "-o", "%i %T", "-j", ",".join(ids))
     if queue is None or queue.returncode != 0 and "Invalid job id" not in queue.stderr:
         return None
     states = dict(line.split()[:2] for line in queue.stdout.splitlines() if len(line.split()) >= 2)
@@ -277,7 +277,7 @@ def job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
 
 @dataclass(frozen=True)
 class RunState:
-    """Where one run stands: ``state`` (``done``, a Slurm state in lower case, ``stopped`` or ``not started``),
+    """Where one run stands: ``state`` (``done``, a Slurm state in lower case, ``incomplete`` or ``not started``),
     the last checkpointed ``step`` of ``total`` and its Slurm job (if submitted)."""
 
     name: str
@@ -319,7 +319,7 @@ def run_states(out_dir: str | Path) -> tuple[list[RunState], bool]:
         elif job is not None and states is not None and job in states:
             state = states[job].lower()
         else:
-            state = "stopped" if step is not None else "not started"
+            state = "incomplete" if step is not None else "not started"
         log = run_dir / "slurm" / "log.err" if job is not None else None
         found.append(RunState(run_dir.name, state, step, total, job, log))
     return found, states is not None

@@ -695,6 +695,9 @@ def _run_on_slurm(args: argparse.Namespace, configs: Sequence[RunConfig]) -> Non
     if args.results:
         wait_for(out, list(by_name), log=lambda _: None)
         runs = [_finished_result(out / c.name / "result.npz", c) for c in configs]
+        if any(r is None for r in runs):
+            raise ValueError(f"{out} holds results of other settings for "
+                             f"{', '.join(c.name for c, r in zip(configs, runs, strict=True) if r is None)}")
         write_results(Path(args.results), collect([r for r in runs if r is not None], configs), _sweep_meta(configs))
         print(f"wrote {args.results}")
     else:
