@@ -12,7 +12,13 @@ set -euo pipefail
 CONF=/etc/slurm/slurm.conf
 PIDS=(/run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid)
 
-running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# running PIDFILE: its process is alive and is the daemon the file is named after (a pid file left by a restart
+# may name a pid that another process now has)
+running() {
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$1" .pid)" ]
+}
 
 stop() {  # stop [slurm]: all three daemons, or slurmd and slurmctld only
   local pidfile
