@@ -63,25 +63,42 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     assert dict(zip(names[::2], names[1::2], strict=True)) == {j: r for r, j in first_jobs.items()}
     assert all((out / r / "slurm" / "log.out").is_symlink() for r in runs)
 
-    # both runs past their first checkpoint: kill the first (scancel), requeue the second (scontrol requeue)
+    # each run is frozen (scontrol suspend) once past its first checkpoint, so that neither can finish before it is
+    # interrupted; then the first is killed (scancel) and the second requeued, held until we release it
+    # (scontrol requeuehold), so that the next submission deterministically finds it pending
     killed, requeued = runs
-    _wait(lambda: all((_step(out, r) or 0) >= 20 for r in runs), "the first checkpoint of both runs")
+    frozen: set[str] = set()
+
+    def freeze_checkpointed() -> bool:
+        for run in set(runs) - frozen:
+            if (_step(out, run) or 0) >= 20:
+                _scontrol("suspend", first_jobs[run])
+                frozen.add(run)
+        return frozen == set(runs)
+
+    _wait(freeze_checkpointed, "the first checkpoint of both runs")
     assert not any((out / r / "result.json").exists() for r in runs), "the runs finished before the interruption"
     subprocess.run(["scancel", first_jobs[killed]], check=True, timeout=30)
-    _scontrol("requeue", first_jobs[requeued])
-    _wait(lambda: job_states([first_jobs[requeued]]).get(first_jobs[requeued]) == "PENDING", "the requeue")
-    _scontrol("update", f"JobId={first_jobs[requeued]}", "StartTime=now")  # Slurm holds a requeued job ~2 minutes
-    _wait(lambda: job_states([first_jobs[killed]]).get(first_jobs[killed]) == "CANCELLED", "the cancellation")
+    _scontrol("requeuehold", first_jobs[requeued])
+    _wait(lambda: job_states(list(first_jobs.values())) == {first_jobs[killed]: "CANCELLED",
+                                                             first_jobs[requeued]: "PENDING"},
+          "the cancellation and the requeue")
     capsys.readouterr()
     assert main(["status", "--out", str(out)]) == 0
     rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
     assert rows[killed][0] == "cancelled" and int(rows[killed][1].split("/")[0]) >= 20, rows
+    assert rows[requeued][0] == "pending" and int(rows[requeued][1].split("/")[0]) >= 20, rows
 
-    # submitting again: only the killed run goes to Slurm again; this call waits and collects
-    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), "--results", str(tmp_path / "slurm.npz")]) == 0
+    # submitting again: only the killed run goes to Slurm again
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert f"{requeued}: already in Slurm as job {first_jobs[requeued]}" in printed
+    assert f"{requeued}: already in Slurm as job {first_jobs[requeued]} (pending)" in printed, printed
     assert f"{killed}: submitted as job" in printed and _job(out / killed) != first_jobs[killed]
+    # the requeued task may start again (at once: Slurm delays a requeued job by default); this call waits and collects
+    _scontrol("release", first_jobs[requeued])
+    _scontrol("update", f"JobId={first_jobs[requeued]}", "StartTime=now")
+    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), "--results", str(tmp_path / "slurm.npz")]) == 0
+    assert "submitted as job" not in capsys.readouterr().out
     for run in runs:  # each resumed from its checkpoint (the task's log says where it started again)
         log = (out / run / "slurm" / "log.out").read_text()
         assert "resuming at step" in log, log
