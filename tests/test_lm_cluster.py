@@ -16,8 +16,10 @@ import pytest
 from joma_lib.lm.cluster import job_states, parse_time, run_states, slurm_problem
 from joma_lib.lm.train import main
 
-# two tiny runs (1 and 2 layers) of the CPU re-run's settings; a checkpoint every 20 steps
-ARGS = ["--preset", "rerun-quick", "--layers", "1", "2", "--steps", "100", "--eval-interval", "20", "--eval-chunks",
+# two tiny runs (1 and 2 layers) of the CPU re-run's settings; a checkpoint every EVERY steps
+STEPS, EVERY = 40, 10
+ARGS = ["--preset", "rerun-quick", "--layers", "1", "2", "--steps", str(STEPS), "--eval-interval", str(EVERY),
+        "--eval-chunks",
         "4", "--device", "cpu", "--threads", "1", "--no-progress"]
 
 
@@ -71,7 +73,7 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
 
     def freeze_checkpointed() -> bool:
         for run in set(runs) - frozen:
-            if (_step(out, run) or 0) >= 20:
+            if (_step(out, run) or 0) >= EVERY:
                 _scontrol("suspend", first_jobs[run])
                 frozen.add(run)
         return frozen == set(runs)
@@ -86,8 +88,8 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     capsys.readouterr()
     assert main(["status", "--out", str(out)]) == 0
     rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
-    assert rows[killed][0] == "cancelled" and int(rows[killed][1].split("/")[0]) >= 20, rows
-    assert rows[requeued][0] == "pending" and int(rows[requeued][1].split("/")[0]) >= 20, rows
+    assert rows[killed][0] == "cancelled" and int(rows[killed][1].split("/")[0]) >= EVERY, rows
+    assert rows[requeued][0] == "pending" and int(rows[requeued][1].split("/")[0]) >= EVERY, rows
 
     # submitting again: only the killed run goes to Slurm again
     assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out)]) == 0
@@ -105,7 +107,8 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     assert "Restarts=1" in subprocess.run(["scontrol", "show", "job", first_jobs[requeued]], capture_output=True,
                                           text=True).stdout
 
-    assert main(["run", *ARGS, "--out", str(tmp_path / "local"), "--results", str(tmp_path / "local.npz")]) == 0
+    assert main(["run", *ARGS, "--jobs", "2", "--out", str(tmp_path / "local"), "--results",
+                 str(tmp_path / "local.npz")]) == 0
     with np.load(tmp_path / "slurm.npz") as on_slurm, np.load(tmp_path / "local.npz") as local:
         assert sorted(on_slurm.files) == sorted(local.files)
         for key in local.files:
@@ -117,7 +120,7 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     assert capsys.readouterr().out.count("finished, not submitted again") == 2
     assert main(["status", "--out", str(out)]) == 0
     table = capsys.readouterr().out
-    assert table.count("done") == 3 and table.count("100/100") == 2, table
+    assert table.count("done") == 3 and table.count(f"{STEPS}/{STEPS}") == 2, table
 
 
 @pytest.mark.slurm
