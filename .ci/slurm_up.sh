@@ -70,6 +70,7 @@ NodeName=$host CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 )
+install -d -m 0755 "$(dirname "$CONF")"
 if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$want" ]; then
   printf '%s\n' "$want" > "$CONF"
   stop slurm  # daemons started with another configuration
