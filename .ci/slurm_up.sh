@@ -12,12 +12,14 @@ set -euo pipefail
 CONF=/etc/slurm/slurm.conf
 PIDS=(/run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid)
 
-# running PIDFILE: its process is alive and is the daemon the file is named after (a pid file left by a restart
-# may name a pid that another process now has)
+# running PIDFILE: its process is alive (not a zombie: a killed daemon stays one until its parent, here often a
+# container's init, reaps it) and is the daemon the file is named after (a pid file left by a restart may name a
+# pid that another process now has)
 running() {
   local pid
   pid=$(cat "$1" 2>/dev/null) || return 1
-  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$1" .pid)" ]
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$1" .pid)" ] \
+    && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
 }
 
 stop() {  # stop [slurm]: all three daemons, or slurmd and slurmctld only

@@ -109,10 +109,14 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
 
     assert main(["run", *ARGS, "--jobs", "2", "--out", str(tmp_path / "local"), "--results",
                  str(tmp_path / "local.npz")]) == 0
-    with np.load(tmp_path / "slurm.npz") as on_slurm, np.load(tmp_path / "local.npz") as local:
-        assert sorted(on_slurm.files) == sorted(local.files)
-        for key in local.files:
-            assert np.array_equal(on_slurm[key], local[key], equal_nan=True), key
+    # the sweep as the Slurm run wrote it, and as `collect` reads it from the run folders, is the local one, bitwise
+    assert main(["collect", str(out), "--results", str(tmp_path / "collected.npz")]) == 0
+    with np.load(tmp_path / "local.npz") as local:
+        for name in ("slurm.npz", "collected.npz"):
+            with np.load(tmp_path / name) as on_slurm:
+                assert sorted(on_slurm.files) == sorted(local.files), name
+                for key in local.files:
+                    assert np.array_equal(on_slurm[key], local[key], equal_nan=True), (name, key)
 
     # everything finished: nothing is submitted again; status shows each run at its last step
     capsys.readouterr()
