@@ -117,6 +117,10 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
                 assert sorted(on_slurm.files) == sorted(local.files), name
                 for key in local.files:
                     assert np.array_equal(on_slurm[key], local[key], equal_nan=True), (name, key)
+    # each run records the precision it trained in, as the local one does (the preset's `auto`: decided once)
+    used = {folder: {r: json.loads((tmp_path / folder / r / "result.json").read_text())["precision_used"]
+                     for r in runs} for folder in ("slurm", "local")}
+    assert used["slurm"] == used["local"] and len(set(used["local"].values())) == 1, used
 
     # everything finished: nothing is submitted again; status shows each run at its last step
     capsys.readouterr()
