@@ -6,7 +6,9 @@ kill one mid-way and requeue the other mid-way, and compare the collected result
 same settings, bitwise.
 """
 
+import contextlib
 import json
+import signal
 import subprocess
 import time
 
@@ -37,6 +39,25 @@ def _wait(condition, what, timeout=240.0):
         if time.monotonic() > end:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.2)
+
+
+class _Deadline(BaseException):
+    """Raised by :func:`_deadline` (a BaseException, so that the command line does not turn it into an exit code)."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds):
+    """Fail, instead of hanging, if the block takes longer than ``seconds``."""
+    def expire(*_):
+        raise _Deadline(f"still waiting after {seconds} s; see `squeue` and /var/log/slurm/")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _job(run_dir):
@@ -99,7 +120,9 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     # the requeued task may start again (at once: Slurm delays a requeued job by default); this call waits and collects
     _scontrol("release", first_jobs[requeued])
     _scontrol("update", f"JobId={first_jobs[requeued]}", "StartTime=now")
-    assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), "--results", str(tmp_path / "slurm.npz")]) == 0
+    with _deadline(300):  # `--results` waits as long as Slurm keeps the runs queued: bound it here
+        assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), "--results",
+                     str(tmp_path / "slurm.npz")]) == 0
     assert "submitted as job" not in capsys.readouterr().out
     for run in runs:  # each resumed from its checkpoint (the task's log says where it started again)
         log = (out / run / "slurm" / "log.out").read_text()
