@@ -130,8 +130,7 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     assert "Restarts=1" in subprocess.run(["scontrol", "show", "job", first_jobs[requeued]], capture_output=True,
                                           text=True).stdout
 
-    assert main(["run", *ARGS, "--jobs", "2", "--out", str(tmp_path / "local"), "--results",
-                 str(tmp_path / "local.npz")]) == 0
+    assert main(["run", *ARGS, "--out", str(tmp_path / "local"), "--results", str(tmp_path / "local.npz")]) == 0
     # the sweep as the Slurm run wrote it, and as `collect` reads it from the run folders, is the local one, bitwise
     assert main(["collect", str(out), "--results", str(tmp_path / "collected.npz")]) == 0
     with np.load(tmp_path / "local.npz") as local:
