@@ -186,7 +186,10 @@ def submit_missing(out_dir: str | Path, runs: Sequence[tuple[str, tuple[Any, ...
     require_slurm()
     out_dir = Path(out_dir).absolute()
     jobs = {name: recorded_job(out_dir / name) for name, _ in runs}
-    states = job_states([j for j in jobs.values() if j is not None]) or {}
+    states = job_states([j for j in jobs.values() if j is not None])
+    if states is None:  # not knowing which runs are still queued, submitting could train a run twice at once
+        raise SlurmUnavailable(f"--engine slurm: squeue does not answer, so the runs already queued are unknown; "
+                               f"try again; {SLURM_HELP}")
     todo = []
     for name, args in runs:
         job = jobs[name]
