@@ -60,6 +60,14 @@ def _deadline(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
+def _start_now(job):
+    """Start a requeued job now (Slurm delays one by default); no error if it started already. Not within the
+    second of the requeue: slurmd refuses a launch whose credential dates from the second its last one was revoked
+    in ("Job credential revoked"), and the job then fails."""
+    time.sleep(2.0)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], capture_output=True, timeout=30)
+
+
 def _job(run_dir):
     return json.loads((run_dir / "slurm" / "job.json").read_text())["job_id"]
 
@@ -117,9 +125,18 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     printed = capsys.readouterr().out
     assert f"{requeued}: already in Slurm as job {first_jobs[requeued]} (pending)" in printed, printed
     assert f"{killed}: submitted as job" in printed and _job(out / killed) != first_jobs[killed]
+    # the resubmitted run is then stopped as Slurm stops a task near its time limit: submitit catches the warning
+    # signal (USR2), asks the task for its checkpoint (Resumable.checkpoint: the same call again) and requeues it.
+    # The signal goes out as soon as the task says it resumes, before it has loaded its corpus: it cannot finish
+    # first. (A frozen task cannot be signalled, and once thawed it no longer gets step signals here.)
+    again, killed_log = _job(out / killed), out / killed / "slurm" / "log.out"
+    _wait(lambda: killed_log.exists() and "resuming at step" in killed_log.read_text(), "the resubmitted run")
+    subprocess.run(["scancel", "--signal=USR2", again], check=True, timeout=30)
+    _wait(lambda: job_states([again]).get(again) == "PENDING", "submitit's requeue")
+    _start_now(again)
     # the requeued task may start again (at once: Slurm delays a requeued job by default); this call waits and collects
     _scontrol("release", first_jobs[requeued])
-    _scontrol("update", f"JobId={first_jobs[requeued]}", "StartTime=now")
+    _start_now(first_jobs[requeued])
     with _deadline(300):  # `--results` waits as long as Slurm keeps the runs queued: bound it here
         assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), "--results",
                      str(tmp_path / "slurm.npz")]) == 0
@@ -127,6 +144,8 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     for run in runs:  # each resumed from its checkpoint (the task's log says where it started again)
         log = (out / run / "slurm" / "log.out").read_text()
         assert "resuming at step" in log, log
+    log = killed_log.read_text()  # killed, then requeued by submitit from its checkpoint hook
+    assert log.count("resuming at step") == 2 and "Calling checkpoint method" in log and "Requeued job" in log, log
     assert "Restarts=1" in subprocess.run(["scontrol", "show", "job", first_jobs[requeued]], capture_output=True,
                                           text=True).stdout
 
