@@ -2,8 +2,8 @@
 
 The tests marked ``slurm`` need a reachable cluster: ``bash .ci/slurm_up.sh`` (as root) installs and starts a
 one-node one here; where none answers they are skipped, with the reason. They submit a small sweep of two runs,
-kill one mid-way and requeue the other mid-way, and compare the collected results with a local run of the
-same settings, bitwise.
+kill one mid-way and requeue the other mid-way, stop the killed one's new task with the time-limit signal (submitit
+checkpoints and requeues it), and compare the collected results with a local run of the same settings, bitwise.
 """
 
 import contextlib
