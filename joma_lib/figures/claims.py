@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from joma_lib.figures.harness import compute, load_reference
-from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Verdict, figure_ids, get_spec
+from joma_lib.figures.registry import (
+    Claim,
+    FigureData,
+    FigureSpec,
+    Kind,
+    ThresholdSet,
+    Verdict,
+    figure_ids,
+    get_spec,
+)
 from joma_lib.io import InputUnavailableError
 
 
@@ -33,6 +42,8 @@ class PendingClaim:
         statement: one line, what is claimed.
         reason: why there is no verdict (``"not yet run"``, ``"needs a GPU"``, ...).
         page: the book page that discusses it (``"book/rerun.md"``), or ``""``.
+        kind: ``paper`` or ``companion`` (see :data:`~joma_lib.figures.registry.Kind`).
+        threshold: the bound a verdict will use once the claim can run (``">= 0.1"``), stated now, or ``""``.
     """
 
     claim_id: str
@@ -40,6 +51,8 @@ class PendingClaim:
     statement: str
     reason: str
     page: str = ""
+    kind: Kind = "paper"
+    threshold: str = ""
 
 
 NOT_YET_RUN = "not yet run"
@@ -52,8 +65,16 @@ PENDING: tuple[PendingClaim, ...] = (
                  "The hidden neurons of layer k align best with the latents of level k (not of other levels).",
                  NOT_YET_RUN, "book/hierarchy.md"),
     PendingClaim("fig7-srank-bounce", "Fig. 7",
-                 "The stable rank of the lower MLP weight of pre-trained models (Pythia, OPT) first drops, then "
-                 "bounces back over training checkpoints.", NOT_YET_RUN, "book/rerun.md"),
+                 "Pre-trained Pythia (and OPT) checkpoints: the stable rank of W1, the lower MLP matrix, first drops "
+                 "then bounces back over training: in every layer, rebound after an interior minimum as a fraction "
+                 "of the drop (smallest over layers).",
+                 "needs Pythia's training checkpoints from the Hugging Face hub, which cannot be reached offline; "
+                 "OPT's intermediate checkpoints are not public", "book/fig7.md", threshold=">= 0.1"),
+    PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
+                 "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
+                 "which token associations are learned first.",
+                 "the slides show Fig. 5 only as a schematic without numbers, and the panel's wording is known "
+                 "only second-hand, so no test of it can be reconstructed from the paper", "book/hierarchy.md"),
     PendingClaim("fig6-bounce-without-adam-reset", "Fig. 6",
                  "The entropy bounce of Fig. 6 appears in a run without the per-epoch restart of Adam of the "
                  "authors' script.", NOT_YET_RUN, "book/rerun.md"),
@@ -79,6 +100,10 @@ class ClaimResult:
     page: str
     book_says: str = "holds"
     reason: str = ""
+    kind: Kind = "paper"
+    threshold_set: ThresholdSet = "before-data"
+    threshold_note: str = ""
+    stored_run: bool = False
 
     @property
     def surprising(self) -> bool:
@@ -86,13 +111,17 @@ class ClaimResult:
         return self.verdict != "not-run" and self.verdict != self.book_says
 
     def as_json(self) -> dict[str, Any]:
-        """The ledger row as JSON: ``id, figure, paper_ref, statement, value, threshold, verdict, page`` (+ ``reason``)."""
+        """The ledger row as JSON: ``id, figure, paper_ref, statement, value, threshold, verdict, page, kind,
+        threshold_set, stored_run`` (+ ``reason`` when not run, + ``threshold_note`` when set after the data)."""
         row: dict[str, Any] = {
             "id": self.claim_id, "figure": self.figure, "paper_ref": self.paper_ref, "statement": self.statement,
             "value": self.value if self.value is None or math.isfinite(self.value) else str(self.value),
-            "threshold": self.threshold, "verdict": self.verdict, "page": self.page}
+            "threshold": self.threshold, "verdict": self.verdict, "page": self.page, "kind": self.kind,
+            "threshold_set": self.threshold_set, "stored_run": self.stored_run}
         if self.verdict == "not-run":
             row["reason"] = self.reason
+        if self.threshold_set == "after-data":
+            row["threshold_note"] = self.threshold_note
         return row
 
 
@@ -107,7 +136,8 @@ def _threshold(claim: Claim) -> str:
 
 def _row(spec: FigureSpec, claim: Claim, value: float | None, verdict: Verdict, reason: str = "") -> ClaimResult:
     return ClaimResult(claim.claim_id, spec.fig_id, claim.paper_ref, claim.statement, value, _threshold(claim),
-                       verdict, page_of(spec), claim.book_says, reason)
+                       verdict, page_of(spec), claim.book_says, reason, claim.kind, claim.threshold_set,
+                       claim.threshold_note, spec.stored_run)
 
 
 def evaluate_figure(fig_id: str, data: FigureData) -> list[ClaimResult]:
@@ -140,8 +170,8 @@ def figure_results(fig_id: str, load: Callable[[str], FigureData]) -> list[Claim
 def pending_results() -> list[ClaimResult]:
     """The pending claims not superseded by a figure claim of the same id, as ``not-run`` rows."""
     backed = claim_ids_on_figures()
-    return [ClaimResult(p.claim_id, "", p.paper_ref, p.statement, None, "", "not-run", p.page, "holds", p.reason)
-            for p in PENDING if p.claim_id not in backed]
+    return [ClaimResult(p.claim_id, "", p.paper_ref, p.statement, None, p.threshold, "not-run", p.page, "holds",
+                        p.reason, p.kind) for p in PENDING if p.claim_id not in backed]
 
 
 def claim_ids_on_figures() -> dict[str, str]:
