@@ -199,3 +199,25 @@ def test_every_claim_says_its_kind_and_when_its_threshold_was_set():
     # both Fig. 7 rows: the paper's (pre-trained checkpoints, not run offline) and the stand-in's
     assert rows["fig7-srank-bounce"].kind == "paper" and rows["fig7-srank-bounce"].verdict == "not-run"
     assert rows["fig7-standin-srank-bounce"].figure == "c-fig7-standin" and rows["fig7-standin-srank-bounce"].stored_run
+
+
+def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
+    rows = claims.ledger(["c-claimy"])  # toy: one paper claim that holds, one companion claim that fails
+    sanity = Claim("toy-sanity", "Thm. 0", r"built so: $\max|y| \le 3$", lambda d: d["y"].max(), "<=", 3.0,
+                   kind="sanity", threshold_set="before-data")
+    toy(_spec(MAX_BELOW_4, SUM_ABOVE_10, sanity))
+    rows = claims.ledger()
+    assert claims.headline(rows).startswith("paper claims: 1 hold, 0 fail, ")  # the pending paper claims: not run
+    table = claims.html_table(rows, {"c-claimy": claims.FROM_REFERENCE}, {"toy": "A toy page"})
+    assert table.startswith('<table class="joma-ledger">') and table.endswith("</table>")
+    kinds = [table.index(f'<tbody class="kind-{kind}">') for kind in ("paper", "companion", "sanity")]
+    assert kinds == sorted(kinds)
+    paper = table[kinds[0]:kinds[1]]
+    assert paper.index('class="verdict-not-run"') < paper.index('class="verdict-holds"')  # failures/not run first
+    assert table.count("<tr class=\"verdict-") == len(rows)
+    assert table.count("<td ") == 7 * len(rows) and 'data-label="shown in"' in table
+    assert '<a href="toy.html#c-claimy">toy</a>' in table  # the figure's title, not its id, as link text
+    assert r'<span class="math notranslate nohighlight">\(\max|y| \le 3\)</span>' in table
+    assert "set after the data: set after seeing 6" in table
+    with pytest.raises(ValueError, match="unbalanced"):
+        claims.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])

@@ -382,7 +382,8 @@ def _fig5_bounce(data: FigureData) -> float:
 
 COOCCURRENCE_CLAIMS = (
     Claim("thm5-cooccurrence", "Theorem 5 (reconstruction)",
-          "Binary latent tree, flip probability (1-rho)/2: P[l|m] = (1 + rho^(2H))/2, max gap exact vs closed form",
+          r"Binary latent tree, flip probability $(1-\rho)/2$: $\mathbb P[l\mid m] = (1+\rho^{2H})/2$; max gap "
+          "between exact and closed form",
           _closed_form_gap, "<", 1e-12,
           kind="sanity", threshold_set="before-data"),
     Claim("thm5-monte-carlo", "Theorem 5 (reconstruction)",
@@ -394,7 +395,8 @@ COOCCURRENCE_CLAIMS = (
           lambda d: max(float(np.diff(exact).max()) for _, _, exact, _ in _cooccurrence_rows(d)), "<", 0.0,
           kind="paper", threshold_set="before-data"),
     Claim("thm5-one-minus-h-over-l", "Theorem 5",
-          "P[l|m] ~ 1 - H/L for rho = 1 - 1/L: error above the bound H(2H-1)/2L^2 (<= 0: within it)",
+          r"$\mathbb P[l\mid m] \approx 1 - H/L$ for $\rho = 1 - 1/L$: error above the bound $H(2H-1)/2L^2$ "
+          "(at most 0: within it)",
           _approx_excess, "<=", 1e-15,
           kind="sanity", threshold_set="before-data"),
 )

@@ -60,7 +60,7 @@ def plot_embeddings(data: FigureData) -> Figure:
 
 SETTING_CLAIMS = (
     Claim("setting-orthonormal-embeddings", "Sec. 3 (assumption)",
-          "The embeddings the analysis assumes are orthonormal: max |U^T U - I|",
+          r"The embeddings the analysis assumes are orthonormal: $\max|U^\top U - I|$",
           lambda d: float(np.abs(d["gram_orthonormal"] - np.eye(len(d["gram_orthonormal"]))).max()), "<", 1e-12,
           kind="sanity", threshold_set="before-data"),
     Claim("setting-random-near-orthogonal", "Sec. 3 (assumption)",

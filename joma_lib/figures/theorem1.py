@@ -202,10 +202,11 @@ def _fig2_claims(variant: str, label: str, threshold: float) -> tuple[Claim, ...
     return (
         Claim(f"thm1-softmax-nc-{variant}", "Theorem 1, Fig. 2",
               f"Softmax attention, {label} X: the invariant predicts the logits, min over steps >= 100 of "
-              "NC(z_hat, z) (worst of 3 seeds)", _min_nc_after_100, ">=", threshold,
+              r"$\mathrm{NC}(\hat{\mathbf z}, \mathbf z)$ (worst of 3 seeds)", _min_nc_after_100, ">=", threshold,
               kind="paper", threshold_set="before-data"),
         Claim(f"fig2-sum-sq-term-{variant}", "Fig. 2",
-              f"{label} X: the (1/2T) sum_k v_k^2 term alone still predicts the logits at the end, min NC",
+              f"{label} $X$: the " r"$\frac{1}{2T}\sum_k \mathbf v_k^2$" " term alone still predicts the logits at the "
+              "end, min NC",
               lambda d: float(d["nc_sum_sq"][:, -1].min()), ">=", 0.9, kind="paper", threshold_set="before-data"),
     )
 
@@ -225,7 +226,7 @@ def _v0_late_growth(data: FigureData) -> float:
 def _residual_claim(i: int, attention: str) -> Claim:
     return Claim(f"thm1-{attention}-invariant", "Theorem 1",
                  f"{attention.capitalize()} attention: the invariant holds along SGD (lr 0.1) for four activations, "
-                 "max relative residual (O(lr) discretisation error; tolerance 2e-2 at lr 0.1)",
+                 "max relative residual (discretisation error of order lr; tolerance 2e-2 at lr 0.1)",
                  lambda d: float(d["residual"][i, :, 0].max()), "<=", 2e-2, kind="paper", threshold_set="before-data")
 
 
@@ -239,14 +240,15 @@ FIG2_CLAIMS = {"gaussian": _fig2_claims("gaussian", "Gaussian-shaped", 0.98),
                "random": _fig2_claims("random", "random", 0.90)}
 FIG2_CLAIMS["gaussian"] += (
     Claim("thm1-softmax-bbar-drifts", "Theorem 1 (softmax hypothesis)",
-          "The softmax form assumes the mean attention b_bar constant; in Fig. 2's own run it moves: min over "
-          "seeds of max_t |b_bar(t) - b_bar(0)|", lambda d: float(d["b_bar_drift"].min()), ">", 0.1,
+          r"The softmax form assumes the mean attention $\bar{\mathbf b}_m$ constant; in Fig. 2's own run it moves: "
+          r"min over seeds of $\max_t\|\bar{\mathbf b}(t) - \bar{\mathbf b}(0)\|_\infty$", lambda d: float(d["b_bar_drift"].min()), ">", 0.1,
           kind="companion", threshold_set="after-data",
           threshold_note="the 0.1 bar was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 0.43"),
 )
 FIG3_CLAIMS = (
     Claim("fig3-salient-takes-all", "Fig. 3",
-          "Linear case: the most salient component of v_0 ends largest, ratio to the largest other |component|",
+          r"Linear case: the most salient component of $\mathbf v_0$ ends largest; ratio to the largest other "
+          "component (absolute value)",
           _v0_lead, ">", 2.0,
           kind="paper", threshold_set="before-data"),
     Claim("fig3-others-saturate", "Fig. 3",
@@ -259,7 +261,8 @@ RESIDUAL_CLAIMS = (
     _residual_claim(0, "linear"),
     _residual_claim(1, "exp"),
     Claim("thm1-sgd-error-first-order", "Theorem 1",
-          "The SGD residual of linear/exp attention is discretisation error: halving lr halves it, worst |ratio - 2|",
+          r"The SGD residual of linear/exp attention is discretisation error: halving lr halves it, "
+          r"worst $|\mathrm{ratio} - 2|$",
           _lr_halving, "<", 0.5,
           kind="companion", threshold_set="after-data",
           threshold_note="the 0.5 bar was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 0.003"),

@@ -278,7 +278,7 @@ def _rate_error(data: FigureData) -> float:
 
 FIG4_CLAIMS = (
     Claim("fig4-sparse", "Fig. 4",
-          "Nonlinear dynamics: the attention entropy falls from ln 10 to an interior minimum, drop in nats",
+          r"Nonlinear dynamics: the attention entropy falls from $\ln 10$ to an interior minimum, drop in nats",
           lambda d: _drop_then_rise(d["entropy"])[0], ">=", 0.9,
           kind="paper", threshold_set="before-data"),
     Claim("fig4-sparse-then-dense", "Fig. 4, Theorem 4",
@@ -286,17 +286,19 @@ FIG4_CLAIMS = (
           lambda d: _drop_then_rise(d["entropy"])[1], ">=", 0.2,
           kind="paper", threshold_set="before-data"),
     Claim("fig4-entropy-limit", "Fig. 4",
-          "The entropy heads for the fixed point H(softmax(mu^2/3)): end value minus that limit",
+          r"The entropy heads for the fixed point $H(\mathrm{softmax}(\boldsymbol\mu^2/3))$: end value minus that "
+          "limit",
           lambda d: float(d["entropy"][-1] - d["entropy_limit"]), "<=", 0.02,
           kind="companion", threshold_set="before-data"),
     Claim("fig4-salient-first", "Fig. 4, Theorem 4",
-          "Larger targets are reached first: order violations in the first step where v_j >= 0.9 mu_j",
+          r"Larger targets are reached first: order violations in the first step where $v_j \ge 0.9\,\mu_j$",
           _order_violations, "<=", 0.0,
           kind="paper", threshold_set="before-data"),
 )
 VARIANT_CLAIMS = (
     Claim("thm4-ode-sparse-then-dense", "Theorem 4",
-          "The theory's ODE v' = (mu - v) exp(v^2/2) (normalised): entropy rise after its interior minimum (nats)",
+          r"The theory's ODE $\dot{\mathbf v} = (\boldsymbol\mu - \mathbf v)\circ\exp(\mathbf v^2/2)$ (normalised): "
+          "entropy rise after its interior minimum (nats)",
           lambda d: _drop_then_rise(d["ode_entropy"])[1], ">=", 0.2,
           kind="paper", threshold_set="before-data"),
     Claim("thm2-linear-sparse", "Abstract, Theorem 2",
@@ -310,7 +312,8 @@ VARIANT_CLAIMS = (
 )
 RATE_CLAIMS = (
     Claim("thm4-rate-ratio", "Theorem 4",
-          "Convergence rates ln(1/delta_j) of two components have ratio -> exp((mu_j^2 - mu_k^2)/2): relative "
+          r"Convergence rates $\ln(1/\delta_j)$ of two components have ratio $\to \exp((\mu_j^2 - \mu_k^2)/2)$: "
+          "relative "
           "gap at t = 200 (error ~ C/t; 0.2 %)", _rate_error, "<", 2e-3,
           kind="paper", threshold_set="before-data"),
 )

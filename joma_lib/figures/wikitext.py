@@ -102,7 +102,7 @@ FIG8_CLAIMS = (
           kind="paper", threshold_set="before-data"),
     Claim("fig8-lr-optimum", "Fig. 8",
           "The panel titles' best validation losses are lowest at lr 1e-4, the rate of Fig. 6 (the panel the "
-          "authors' plotting script sets in bold): |log10(best lr) + 4|", _best_lr_offset, "<", 0.01,
+          r"authors' plotting script sets in bold): $|\log_{10}(\mathrm{best\ lr}) + 4|$", _best_lr_offset, "<", 0.01,
           kind="paper", threshold_set="before-data"),
     Claim("fig8-high-lr-collapse", "Fig. 8",
           "At lr 1e-3 and 1e-2 the layer-0 attention collapses onto one token: largest final layer-0 entropy",
