@@ -160,7 +160,7 @@ def test_verify_reports_a_failing_claim_that_starts_to_hold(toy, capsys):
 REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random thm2-closed-form
 thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order table1-layer0-learns
 table1-level-specific fig6-authors-losses fig6-authors-bounce fig8-lr-optimum fig6-rerun-bounce fig7-srank-bounce
-fig6-bounce-without-adam-reset fig7-standin-srank-bounce fig5c-extra-latent-layer""".split()
+fig6-bounce-without-adam-reset fig7-standin-srank-bounce fig5c-extra-latent-layer thm1-any-lr-ratio""".split()
 
 
 def test_the_ledger_lists_every_claim_the_issue_names():
@@ -221,3 +221,16 @@ def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
     assert "set after the data: set after seeing 6" in table
     with pytest.raises(ValueError, match="unbalanced"):
         claims.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])
+
+
+def test_check_claims_glues_the_ledger_and_fails_a_page_that_disagrees(toy, monkeypatch):
+    glued: dict[str, object] = {}
+    monkeypatch.setattr(claims, "glue", lambda name, value, display=False: glued.__setitem__(name, value))
+    toy(_spec(MAX_BELOW_4, SUM_ABOVE_10))
+    rows = claims.check_claims("c-claimy", _make())  # y = [1, 2, 3]: max 3 < 4 holds; sum 6 > 10 fails, as the book says
+    assert {r: rows[r].verdict for r in rows} == {"toy-max-below-4": "holds", "toy-sum-above-10": "fails"}
+    names = claims.glue_names("toy-max-below-4")
+    assert (glued[names["threshold"]], glued[names["bar"]], glued[names["value"]], glued[names["verdict"]]) == (
+        "< 4", "4", "3", "holds")
+    with pytest.raises(AssertionError, match="toy-max-below-4: 6 < 4 fails, the book says holds"):
+        claims.check_claims("c-claimy", _make(scale=2.0))

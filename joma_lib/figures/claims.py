@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from joma_lib.figures.harness import compute, load_reference
+from joma_lib.figures.harness import compute, glue, load_reference
 from joma_lib.figures.registry import (
     KINDS,
     Claim,
@@ -149,6 +149,38 @@ def evaluate_figure(fig_id: str, data: FigureData) -> list[ClaimResult]:
     for claim in spec.claims:
         value, verdict = claim.evaluate(data)
         rows.append(_row(spec, claim, value, verdict))
+    return rows
+
+
+def glue_names(claim_id: str) -> dict[str, str]:
+    """The glue names under which :func:`check_claims` stores a claim for its page's prose.
+
+    ``claim-<id>-threshold`` (``">= 0.1"``), ``claim-<id>-bar`` (the number alone, ``"0.1"``),
+    ``claim-<id>-value`` (the measured value, as the ledger prints it) and ``claim-<id>-verdict``.
+    """
+    return {part: f"claim-{claim_id}-{part}" for part in ("threshold", "bar", "value", "verdict")}
+
+
+def check_claims(fig_id: str, data: FigureData) -> dict[str, ClaimResult]:
+    """Book helper: the claims of ``fig_id`` on the data its page shows, checked and glued for the prose.
+
+    Each claim is evaluated exactly as the ledger evaluates it; a verdict other than the one the book states
+    (:attr:`Claim.book_says`) raises :class:`AssertionError`, so the page fails to build. The threshold, value
+    and verdict are glued under :func:`glue_names`, so that a page quotes the ledger instead of restating a
+    threshold in its own asserts or prose (each threshold is written once, in the :class:`Claim`).
+    Returns the rows by claim id.
+    """
+    rows = {row.claim_id: row for row in evaluate_figure(fig_id, data)}
+    wrong = [f"{r.claim_id}: {format_value(r.value)} {r.threshold} {r.verdict}, the book says {r.book_says}"
+             for r in rows.values() if r.surprising]
+    if wrong:
+        raise AssertionError(f"claims of {fig_id!r} disagree with the book: " + "; ".join(wrong))
+    for claim in get_spec(fig_id).claims:
+        row, names = rows[claim.claim_id], glue_names(claim.claim_id)
+        glue(names["threshold"], row.threshold, display=False)
+        glue(names["bar"], f"{claim.threshold:g}", display=False)
+        glue(names["value"], format_value(row.value), display=False)
+        glue(names["verdict"], row.verdict, display=False)
     return rows
 
 

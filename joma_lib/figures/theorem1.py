@@ -1,7 +1,8 @@
 """Figures of the Theorem 1 page: paper Figs. 2 and 3, and the invariant residual of every attention kind.
 
-Figs. 2-3 follow the paper's protocol (see :func:`run_fig2_protocol`); the companion figure trains the
-small block of :func:`joma_lib.block.invariant_toy` with SGD at two learning rates.
+Figs. 2-3 follow the paper's protocol (see :func:`run_fig2_protocol`); the companion figures train the
+small block of :func:`joma_lib.block.invariant_toy` with SGD at two learning rates, and at unequal learning rates
+of attention and MLP.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from joma_lib.block import (
     invariant_toy,
     mean_attention,
     train,
+    train_sgd_numpy,
 )
 from joma_lib.figures.registry import INVARIANT_RESIDUAL, SGD, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.invariants import (
@@ -191,6 +193,61 @@ def plot_invariant_residual(data: FigureData) -> Figure:
 
 
 
+LR_RATIOS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+"""The learning-rate ratios ``eta_z / eta_w`` of ``c-invariant-lr-ratio``, from 1/8 to 8."""
+
+
+def make_invariant_lr_ratio(ratios: tuple[float, ...] = LR_RATIOS, attentions: tuple[str, ...] = ("linear", "exp"),
+                            phis: tuple[str, ...] = tuple(ACTIVATIONS), lr: float = 0.1, steps: int = 400,
+                            seed: int = 0) -> FigureData:
+    """Theorem 1 at unequal learning rates: SGD on the toy block (:func:`joma_lib.block.invariant_toy`) with
+    ``eta_z / eta_w = ratio``, the larger of the two rates ``lr``, for ``steps * max(ratio, 1 / ratio)`` steps
+    (the slower of the two moves as far in time as at equal rates, so the logits move in every run).
+
+    The theorem's right-hand side is multiplied by ``eta_z / eta_w`` (:func:`joma_lib.invariants.invariant_residual`
+    with ``lr_ratio``). ``residual`` (attention, phi, ratio) is the largest relative residual over the run with that
+    scaling, ``residual_unscaled`` the same with the ratio ignored, ``max_abs_z`` the largest ``|z|`` reached.
+    """
+    lr = check_float("lr", lr, 0, low_open=True)
+    steps = check_int("steps", steps, 1)
+    ratios = tuple(check_float("ratios", r, 0, low_open=True) for r in ratios)
+    shape = (len(attentions), len(phis), len(ratios))
+    residual, unscaled, max_abs_z = np.empty(shape), np.empty(shape), np.empty(shape)
+    for i, attention in enumerate(attentions):
+        for j, phi in enumerate(phis):
+            for k, ratio in enumerate(ratios):
+                spec, X, y, state = invariant_toy(attention, phi, seed)
+                traj = train_sgd_numpy(spec, X, y, state, round(steps * max(ratio, 1.0 / ratio)),
+                                       lr_z=lr * min(ratio, 1.0), lr_w=lr * min(1.0 / ratio, 1.0))
+                z, V = traj.z, traj.V(spec.embeddings()[0])
+                residual[i, j, k] = invariant_residual(z, V, attention, spec.temperature, lr_ratio=ratio).max()
+                unscaled[i, j, k] = invariant_residual(z, V, attention, spec.temperature).max()
+                max_abs_z[i, j, k] = np.abs(z).max()
+    return {"ratios": np.array(ratios), "residual": residual, "residual_unscaled": unscaled, "max_abs_z": max_abs_z,
+            "attentions": np.array(attentions), "phis": np.array(phis)}
+
+
+def plot_invariant_lr_ratio(data: FigureData) -> Figure:
+    """One panel per attention kind: largest residual vs ``eta_z/eta_w``, scaled (solid) and ignoring it (dotted)."""
+    fig = Figure(figsize=(8.8, 3.3), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(data["attentions"]), sharey=True))
+    for ax, attention, res, raw in zip(axes, data["attentions"], data["residual"], data["residual_unscaled"]):
+        for j, phi in enumerate(data["phis"]):
+            ax.loglog(data["ratios"], res[j], marker="o", color=f"C{j}", label=f"{phi}, scaled by the ratio")
+            ax.loglog(data["ratios"], raw[j], marker=".", ls=":", color=f"C{j}")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{attention} attention (dotted: ratio ignored)", fontsize=10)
+        ax.set_xlabel(r"learning-rate ratio $\eta_z/\eta_w$")
+    axes[0].set_ylabel("largest relative invariant residual")
+    axes[0].legend(fontsize=9)
+    return fig
+
+
+def _any_ratio_residual(data: FigureData) -> float:
+    """Largest scaled residual; NaN (so the claim fails) if some run never moved its logits to ``|z| >= 0.5``."""
+    return float(data["residual"].max()) if data["max_abs_z"].min() >= 0.5 else float("nan")
+
+
 def _min_nc_after_100(data: FigureData) -> float:
     """Worst seed's minimum, over steps >= 100, of NC(z_hat, z) (Fig. 2's red curve)."""
     return float(data["nc_full"][:, data["steps"] >= 100].min())
@@ -273,6 +330,14 @@ RESIDUAL_CLAIMS = (
           kind="companion", threshold_set="before-data"),
 )
 
+LR_RATIO_CLAIMS = (
+    Claim("thm1-any-lr-ratio", "Theorem 1",
+          r"The invariant holds for any learning-rate ratio $\eta_z/\eta_w$ (right side scaled by it): largest "
+          r"relative residual over ratios 1/8 to 8, linear and exp attention, four activations, SGD with the larger "
+          r"rate 0.1 ($|z|$ must reach 0.5)", _any_ratio_residual, "<=", 2e-2, kind="paper",
+          threshold_set="before-data"),
+)
+
 FIGURES = [
     *[FigureSpec(
         fig_id=fig_id,
@@ -307,5 +372,16 @@ FIGURES = [
         tolerances={"residual": INVARIANT_RESIDUAL},
         default_tol=SGD,
         claims=RESIDUAL_CLAIMS,
+    ),
+    FigureSpec(
+        fig_id="c-invariant-lr-ratio",
+        title="Theorem 1 at unequal learning rates of attention and MLP: residual vs eta_z/eta_w",
+        paper_ref="companion (Theorem 1, any learning-rate ratio)",
+        chapter="book/theorem1.md",
+        make=make_invariant_lr_ratio,
+        plot=plot_invariant_lr_ratio,
+        tolerances={"residual": INVARIANT_RESIDUAL, "residual_unscaled": INVARIANT_RESIDUAL},
+        default_tol=SGD,
+        claims=LR_RATIO_CLAIMS,
     ),
 ]
