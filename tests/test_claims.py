@@ -184,7 +184,7 @@ NOT_THE_PAPERS = {"rerun-bf16-matches-fp32", "thm1-softmax-bbar-drifts", "thm1-s
                   "thm2-erf-v2-typo", "setting-token-embeddings-near-orthogonal",
                   "setting-hidden-states-near-orthogonal", "fig7-standin-srank-bounce"}
 # Thresholds chosen or moved knowing the value they are compared with.
-AFTER_DATA = {"fig6-rerun-bounce-quick", "fig6-authors-bounce", "fig6-deep-upper-layers-bounce",
+AFTER_DATA = {"fig6-rerun-bounce-quick", "fig6-rerun-bounce", "fig6-authors-bounce", "fig6-deep-upper-layers-bounce",
               "fig6-deep-lower-layers-suppressed"}
 
 

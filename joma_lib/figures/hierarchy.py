@@ -239,8 +239,9 @@ KINDS = ("trained", "init", "control")
 """The three networks scored per (setting, seed): trained, the same at initialisation, trained on shuffled labels."""
 
 LAYER0_MARGIN_SD = 2.0
-"""Margin of claim ``table1-layer0-learns``, stated before the final run: the trained networks' layer-0
-score must exceed the shuffled-label controls' by this many (pooled, ddof=1) seed standard deviations."""
+"""Margin of claim ``table1-layer0-learns`` (committed with the data it tests, so counted as set after the data):
+the trained networks' layer-0 score must exceed the shuffled-label controls' by this many (pooled, ddof=1) seed
+standard deviations."""
 
 SD_FLOOR = 0.005
 """Smallest standard deviation the margin is measured in, so that a tiny difference between two
