@@ -199,6 +199,11 @@ def test_every_claim_says_its_kind_and_when_its_threshold_was_set():
     # both Fig. 7 rows: the paper's (pre-trained checkpoints, not run offline) and the stand-in's
     assert rows["fig7-srank-bounce"].kind == "paper" and rows["fig7-srank-bounce"].verdict == "not-run"
     assert rows["fig7-standin-srank-bounce"].figure == "c-fig7-standin" and rows["fig7-standin-srank-bounce"].stored_run
+    # the stand-in's claim is measured on W1 of every layer (the smallest rebound), not on layer 0 alone
+    standin = harness.load_reference("c-fig7-standin")
+    assert standin["bounce_fraction"].shape == (4,) and int(standin["n_seeds"]) == 2
+    assert rows["fig7-standin-srank-bounce"].value == pytest.approx(standin["bounce_fraction"].min())
+    assert rows["fig7-standin-srank-bounce"].threshold_set == "before-data"
 
 
 def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
