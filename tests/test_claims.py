@@ -239,3 +239,15 @@ def test_check_claims_glues_the_ledger_and_fails_a_page_that_disagrees(toy, monk
         "< 4", "4", "3", "holds")
     with pytest.raises(AssertionError, match="toy-max-below-4: 6 < 4 fails, the book says holds"):
         claims.check_claims("c-claimy", _make(scale=2.0))
+
+
+def test_a_figure_that_raised_is_counted_and_shown_first():
+    raised = claims.ClaimResult("toy-raised", "c-claimy", "Thm. 0", "x", None, "< 4", "error", "", kind="paper",
+                                reason="RuntimeError: injected")
+    held = claims.ClaimResult("toy-held", "", "Thm. 0", "y", 1.0, "< 4", "holds", "", kind="paper")
+    assert claims.headline([raised, held]) == "paper claims: 1 hold, 0 fail, 0 not run, 1 error"
+    assert claims.headline([held]) == "paper claims: 1 hold, 0 fail, 0 not run"
+    assert [r.claim_id for r in claims.by_kind([held, raised])["paper"]] == ["toy-raised", "toy-held"]
+    table = claims.html_table([held, raised])
+    assert "1 error" in table and "<strong>error</strong>: RuntimeError: injected" in table
+    assert raised.as_json()["reason"] == "RuntimeError: injected"

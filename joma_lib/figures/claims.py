@@ -109,18 +109,18 @@ class ClaimResult:
 
     @property
     def surprising(self) -> bool:
-        """The verdict contradicts the book (a claim it says holds fails, or one it says fails holds)."""
+        """The verdict contradicts the book (a claim it says holds fails or errs, or one it says fails holds)."""
         return self.verdict != "not-run" and self.verdict != self.book_says
 
     def as_json(self) -> dict[str, Any]:
         """The ledger row as JSON: ``id, figure, paper_ref, statement, value, threshold, verdict, page, kind,
-        threshold_set, stored_run`` (+ ``reason`` when not run, + ``threshold_note`` when set after the data)."""
+        threshold_set, stored_run`` (+ ``reason`` when not run or raised, + ``threshold_note`` when set after the data)."""
         row: dict[str, Any] = {
             "id": self.claim_id, "figure": self.figure, "paper_ref": self.paper_ref, "statement": self.statement,
             "value": self.value if self.value is None or math.isfinite(self.value) else str(self.value),
             "threshold": self.threshold, "verdict": self.verdict, "page": self.page, "kind": self.kind,
             "threshold_set": self.threshold_set, "stored_run": self.stored_run}
-        if self.verdict == "not-run":
+        if self.verdict in ("not-run", "error"):
             row["reason"] = self.reason
         if self.threshold_set == "after-data":
             row["threshold_note"] = self.threshold_note
@@ -191,14 +191,23 @@ def not_run(fig_id: str, reason: str) -> list[ClaimResult]:
 
 
 def figure_results(fig_id: str, load: Callable[[str], FigureData]) -> list[ClaimResult]:
-    """The claims of ``fig_id`` on ``load(fig_id)`` (called once); an unavailable input gives ``not-run``."""
+    """The claims of ``fig_id`` on ``load(fig_id)`` (called once); an unavailable input gives ``not-run``, and
+    any other exception from the figure gives verdict ``error`` with ``<type>: <message>`` as the reason, so
+    that one failing figure never stops the ledger."""
     if not get_spec(fig_id).claims:
         return []
     try:
-        data = load(fig_id)
+        return evaluate_figure(fig_id, load(fig_id))
     except InputUnavailableError as err:
         return not_run(fig_id, f"input unavailable: {err}")
-    return evaluate_figure(fig_id, data)
+    except Exception as err:  # noqa: BLE001 - any fault of one figure is reported on its rows, the rest go on
+        spec = get_spec(fig_id)
+        return [_row(spec, claim, None, "error", error_text(err)) for claim in spec.claims]
+
+
+def error_text(err: BaseException) -> str:
+    """``<type>: <message>`` on one line, for a figure that raised."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
 def pending_results() -> list[ClaimResult]:
@@ -281,7 +290,7 @@ def format_table(rows: Iterable[ClaimResult], width: Mapping[str, int] | None = 
              f"{'threshold':<12} verdict"]
     for r in rows:
         statement = r.statement if len(r.statement) <= w["statement"] else r.statement[:w["statement"] - 3] + "..."
-        verdict = r.verdict + (f" ({r.reason})" if r.verdict == "not-run" else "")
+        verdict = r.verdict + (f" ({r.reason})" if r.verdict in ("not-run", "error") else "")
         if r.book_says == "fails" and r.verdict != "not-run":
             verdict += " (the book reports it fails)"
         lines.append(f"{r.claim_id:<{w['id']}} {r.paper_ref:<{w['paper']}} {statement:<{w['statement']}} "
@@ -318,8 +327,8 @@ def book_ledger(expensive: Iterable[str] = ()) -> tuple[list[ClaimResult], dict[
     return ledger(load=load), sources
 
 
-VERDICT_ORDER: dict[str, int] = {"fails": 0, "not-run": 1, "holds": 2}
-"""Within a kind, failures come first, then the claims not run, then those that hold."""
+VERDICT_ORDER: dict[str, int] = {"error": 0, "fails": 1, "not-run": 2, "holds": 3}
+"""Within a kind, figures that raised come first, then failures, the claims not run, and those that hold."""
 COLUMNS = ("claim", "paper ref", "statement", "value", "threshold", "verdict", "shown in")
 """The ledger table's columns, in order (also each cell's ``data-label`` for the card layout on phones)."""
 
@@ -334,15 +343,20 @@ def by_kind(rows: Iterable[ClaimResult]) -> dict[Kind, list[ClaimResult]]:
 
 
 def verdict_counts(rows: Iterable[ClaimResult]) -> dict[str, int]:
-    """How many rows hold, fail and were not run."""
+    """How many rows raised, fail, were not run and hold."""
     rows = list(rows)
     return {verdict: sum(r.verdict == verdict for r in rows) for verdict in VERDICT_ORDER}
 
 
 def headline(rows: Iterable[ClaimResult]) -> str:
-    """The ledger's headline, on the paper's claims alone: ``paper claims: N hold, M fail, K not run``."""
-    n = verdict_counts(r for r in rows if r.kind == "paper")
-    return f"paper claims: {n['holds']} hold, {n['fails']} fail, {n['not-run']} not run"
+    """The ledger's headline, on the paper's claims alone: ``paper claims: N hold, M fail, K not run``
+    (``, E error`` added when a figure raised)."""
+    return "paper claims: " + _counts_text(verdict_counts(r for r in rows if r.kind == "paper"))
+
+
+def _counts_text(n: Mapping[str, int]) -> str:
+    text = f"{n['holds']} hold, {n['fails']} fail, {n['not-run']} not run"
+    return text + (f", {n['error']} error" if n["error"] else "")
 
 
 def _html(text: str) -> str:
@@ -367,7 +381,7 @@ def _html_link(row: ClaimResult, titles: Mapping[str, str]) -> str:
 
 def _verdict_html(row: ClaimResult, sources: Mapping[str, str]) -> str:
     text = f"<strong>{row.verdict}</strong>"
-    if row.verdict == "not-run":
+    if row.verdict in ("not-run", "error"):
         text += f": {html.escape(row.reason)}"
     elif row.book_says == "fails":
         text += " (as the book reports)"
@@ -401,7 +415,7 @@ def html_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | None = 
             continue
         n = verdict_counts(group)
         lines.append(f'<tbody class="kind-{kind}"><tr class="kind-header"><th colspan="{len(COLUMNS)}">'
-                     f"{KIND_TITLES[kind]}: {n['holds']} hold, {n['fails']} fail, {n['not-run']} not run</th></tr>")
+                     f"{KIND_TITLES[kind]}: {_counts_text(n)}</th></tr>")
         for r in group:
             cells = (f'<code class="joma-claim-id" style="white-space: nowrap; font-size: 0.8em">{r.claim_id}</code>',
                      _html(r.paper_ref), _html(r.statement), format_value(r.value), _threshold_html(r),

@@ -60,7 +60,8 @@ TRAINED = Tolerance(rtol=0.0, atol=0.03, gpu_atol=0.1)
 """Trained language models, before ``calibrate`` replaces it with a measured tolerance."""
 
 
-Verdict = Literal["holds", "fails", "not-run"]
+#: ``error``: the figure's computation raised, so its claims could not be evaluated (the ledger goes on)
+Verdict = Literal["holds", "fails", "not-run", "error"]
 Kind = Literal["paper", "companion", "sanity"]
 """What a claim is: the paper says it (``paper``); our control, extension or reading of data (``companion``);
 true by construction, kept only as a guard against broken code (``sanity``)."""
@@ -152,6 +153,10 @@ class FigureSpec:
             measure the seed spread of a trained figure.
         stored_run: ``make`` reads the committed results of a run too long for CI (``joma_lib/lm/results/``);
             the ledger marks its claims "[stored run]".
+        reference_variant: for a trained figure whose numbers depend on a choice made per machine (the training
+            precision that ``auto`` picks), ``reference_variant()`` names the reference that applies here:
+            ``""`` the main one (``<fig_id>.npz``), e.g. ``"fp32"`` another (``<fig_id>.fp32.npz``), each with its
+            own calibrated tolerances.
     """
 
     fig_id: str
@@ -168,6 +173,7 @@ class FigureSpec:
     trained: bool = False
     calibration_seeds: tuple[Mapping[str, Any], ...] = ()
     stored_run: bool = False
+    reference_variant: Callable[[], str] | None = None
 
     def tolerance(self, array_name: str) -> Tolerance:
         """The tolerance that applies to one array of this figure's data."""
