@@ -21,11 +21,6 @@ _X_REL_N = re.compile(r"(<=|>=|<|>)\s*" + _NUMBER + r"(?![\w.*(])")  # x < 0.1  
 _N_REL_X = re.compile(r"(?<![\w.*)])" + _NUMBER + r"\s*(<=|>=|<|>)")  # 0.1 <= x
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
-# Pages whose asserts still restate thresholds (issue 19, point 4, unfinished). Strict xfail: when a page is
-# mended, its test passes, the run fails, and the page must leave this list.
-NOT_YET_MENDED = {"book/hierarchy.md",
-                  "book/theorems3_4.md"}
-
 
 def claims_by_page() -> dict[str, list[Claim]]:
     pages: dict[str, list[Claim]] = {}
@@ -78,9 +73,7 @@ def test_the_scanner_sees_a_restated_threshold():
     assert comparisons("assert 1e-6 > err and y <= 2e-2") == [("<=", 0.02), ("<", 1e-6)]
 
 
-@pytest.mark.parametrize("page", [
-    pytest.param(page, marks=pytest.mark.xfail(strict=True, reason="asserts still restate thresholds"))
-    if page in NOT_YET_MENDED else page for page in sorted(claims_by_page())])
+@pytest.mark.parametrize("page", sorted(claims_by_page()))
 def test_no_page_restates_a_threshold(page):
     text = (ROOT / page).read_text(encoding="utf-8")
     assert restatements(text, claims_by_page()[page]) == []
