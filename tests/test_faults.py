@@ -182,7 +182,8 @@ def test_make_checks_the_output_folder_before_computing(refs, tmp_path, monkeypa
 
 class _SlowServer:
     """A local HTTP server whose paths misbehave: ``/stall`` never sends a body, ``/trickle`` sends a byte every
-    0.2 s forever, ``/ok`` serves ``payload``. Handler threads end when the server is closed."""
+    0.2 s forever, ``/slow-headers`` sends the status line and then one header byte every 0.5 s forever, ``/ok``
+    serves ``payload``. Handler threads end when the server is closed."""
 
     def __init__(self, payload: bytes) -> None:
         import http.server
@@ -197,6 +198,13 @@ class _SlowServer:
 
             def do_GET(self) -> None:
                 server.hits.append(self.path)
+                if self.path == "/slow-headers":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    self.wfile.flush()
+                    while not server.closed.wait(0.5):
+                        self.wfile.write(b"X")
+                        self.wfile.flush()
+                    return
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(server.payload) if self.path == "/ok" else 10**6))
                 self.end_headers()
@@ -232,14 +240,14 @@ def server():
     authors.forget_failed_downloads()
 
 
-@pytest.mark.parametrize("path", ["/stall", "/trickle"])
-def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_path, path):
+@pytest.mark.parametrize("path, why", [("/stall", "timed out"), ("/trickle", "deadline of 1.5 s")])
+def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_path, path, why):
     import time
 
     from joma_lib.lm.authors import OfficialDataMissing, download
 
     start = time.monotonic()
-    with pytest.raises(OfficialDataMissing, match="could not download"):
+    with pytest.raises(OfficialDataMissing, match=f"could not download .*{why}"):
         download(server.url + path, tmp_path / "f.pt", "0" * 64, timeout=0.5, deadline=1.5)
     assert time.monotonic() - start < 1.5 + 0.5 + 1.0  # deadline + at most one timeout, plus slack
     assert list(tmp_path.iterdir()) == []  # nothing half-written, no .part left
@@ -247,6 +255,19 @@ def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_pat
     with pytest.raises(OfficialDataMissing, match="earlier in this process"):
         download(server.url + path, tmp_path / "f.pt", "0" * 64, timeout=0.5, deadline=1.5)
     assert time.monotonic() - start < 0.1 and server.hits == [path]  # not retried
+
+
+def test_slow_headers_are_cut_off_by_the_deadline(server, tmp_path):
+    """The deadline covers connect and headers too: each header byte comes well within ``timeout``."""
+    import time
+
+    from joma_lib.lm.authors import OfficialDataMissing, download
+
+    start = time.monotonic()
+    with pytest.raises(OfficialDataMissing, match="deadline of 2 s"):
+        download(server.url + "/slow-headers", tmp_path / "f.pt", "0" * 64, timeout=1.0, deadline=2.0)
+    assert time.monotonic() - start < 2.0 + 1.0 + 1.0  # deadline + at most one timeout, plus slack (it hung forever)
+    assert list(tmp_path.iterdir()) == []  # no .part: the file is created only once the headers have arrived
 
 
 def test_a_good_download_still_works(server, tmp_path):
