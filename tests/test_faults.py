@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,6 +147,77 @@ def test_main_turns_os_and_runtime_errors_into_one_line(refs, monkeypatch, capsy
     captured = capsys.readouterr()
     assert captured.err.startswith("error: ") and len(captured.err.strip().splitlines()) == 1
     assert "Traceback" not in captured.err
+
+
+# ------------------------------------------------------------------ issue 22: a malformed calibration block
+
+
+@pytest.mark.parametrize("calibration, problem", [
+    ({"arrays": {"y": {"atol": 1e-9}}}, "the field 'calibration.arrays.y.rtol' is missing"),
+    ({"arrays": {"y": {"rtol": "1e-6", "atol": 1e-9}}},
+     "the field 'calibration.arrays.y.rtol' must be a finite number >= 0, got '1e-6'"),
+    ({"arrays": {"y": {"rtol": 1e-6, "atol": -1.0}}}, "the field 'calibration.arrays.y.atol' must be a finite"),
+    ({"arrays": {"y": {"rtol": 1e-6, "atol": 0.0, "gpu_atol": [1]}}}, "'calibration.arrays.y.gpu_atol' must be"),
+    ({"arrays": {"y": 0.1}}, "the field 'calibration.arrays.y' must be an object"),
+    ({"arrays": [1, 2]}, "the field 'calibration.arrays' must be an object"),
+    ("fast", "the field 'calibration.arrays' must be an object"),
+])
+def test_malformed_calibration_is_one_error_line_and_later_figures_are_checked(refs, capsys, calibration, problem):
+    manifest_path = refs / "c-toy.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["calibration"] = calibration
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(harness.CorruptReferenceError, match="c-toy.json") as err:
+        harness.calibrated_tolerances("c-toy")
+    assert problem in str(err.value) and "calibrate c-toy" in str(err.value)
+    assert main(["verify", "c-toy", "c-toy2"]) == 1
+    captured = capsys.readouterr()
+    lines = _verdicts(captured.out)
+    assert "ERROR" in lines["c-toy"] and problem in lines["c-toy"]
+    assert lines["c-toy2"].rstrip().endswith("ok")  # the figure after the broken one is still checked
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_a_wellformed_calibration_sets_the_tolerances(refs):
+    manifest_path = refs / "c-toy.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["calibration"] = {"arrays": {"y": {"rtol": 0, "atol": 1e-9, "gpu_atol": None, "seed_spread": None}}}
+    manifest_path.write_text(json.dumps(manifest))
+    assert harness.calibrated_tolerances("c-toy") == {"y": harness.Tolerance(rtol=0.0, atol=1e-9, gpu_atol=None)}
+
+
+# ------------------------------------------------------------------ issue 22: a disk that fills up
+
+
+def _disk_fills_up_while_writing(monkeypatch, victim: str, fig_id: str = "c-toy") -> None:
+    """Fault injection: writing ``fig_id``'s ``victim`` output (png, npz or csv) stops half-way with ENOSPC."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def failing(real):
+        def write(*args: object, **kwargs: object) -> object:
+            path = Path(args[1] if victim == "png" else args[0])  # savefig(self, path) or write_x(path, data)
+            if path.name.startswith(f".{fig_id}.{victim}"):  # the temporary file of that output
+                path.write_bytes(b"half a file")
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(*args, **kwargs)
+        return write
+
+    owner, name = (Figure, "savefig") if victim == "png" else (harness, f"write_{victim}")
+    monkeypatch.setattr(owner, name, failing(getattr(owner, name)))
+
+
+@pytest.mark.parametrize("victim", ["png", "npz", "csv"])
+def test_a_full_disk_leaves_all_four_outputs_or_none_and_names_the_file(refs, tmp_path, monkeypatch, victim):
+    out = tmp_path / "out"
+    data = harness.compute("c-toy")
+    _disk_fills_up_while_writing(monkeypatch, victim)
+    with pytest.raises(OSError, match="No space left") as err:
+        harness.save_outputs("c-toy", harness.draw("c-toy", data), data, out)
+    assert err.value.errno == 28
+    assert f"c-toy.{victim}" in str(err.value) and "figure 'c-toy'" in str(err.value)
+    assert sorted(p.name for p in out.iterdir()) == []  # no partial set, no temporary files
 
 
 # ---------------------------------------------------------------------------------------------------- case 8
