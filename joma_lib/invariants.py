@@ -96,8 +96,15 @@ def reference_mean_attention(spec: BlockSpec, z0: np.ndarray, X: np.ndarray) -> 
 
 def invariant_gap(z: np.ndarray, V: np.ndarray, attention: str, temperature: float = 1.0,
                   lr_ratio: float = 1.0, b_bar: np.ndarray | None = None) -> np.ndarray:
-    """``G(z) - Q(V)``, shape (..., M_C): the quantity Theorem 1 says is the constant ``c``."""
-    return attention_potential(z, attention) - mlp_potential(V, attention, temperature, lr_ratio, b_bar)
+    """``G(z) - Q(V)``, shape (..., M_C): the quantity Theorem 1 says is the constant ``c``.
+
+    ``z`` (..., M_C) and ``V`` (..., M_C, K) must agree: ``V.shape[:-1]`` equal to ``z.shape``.
+    """
+    G, Q = attention_potential(z, attention), mlp_potential(V, attention, temperature, lr_ratio, b_bar)
+    if G.shape != Q.shape:
+        raise ValueError(f"V must have shape z.shape + (K,), got z of shape {np.shape(z)} and V of shape "
+                         f"{np.shape(V)}")
+    return G - Q
 
 
 def invariant_residual(z: np.ndarray, V: np.ndarray, attention: str, temperature: float = 1.0,
@@ -134,7 +141,7 @@ def normalized_correlation(a: np.ndarray, b: np.ndarray, eps: float = 1e-8) -> n
     try:
         a, b = np.broadcast_arrays(a, b)
     except ValueError:
-        raise ValueError(f"a of shape {a.shape} must broadcast with b of shape {b.shape}") from None
+        raise ValueError(f"a and b must broadcast together, got shapes {a.shape} and {b.shape}") from None
     if a.ndim < 1 or a.shape[-1] < 2:
         raise ValueError(f"a and b need at least 2 entries along the last axis, got shape {a.shape}")
     eps = check_float("eps", eps, 0)
