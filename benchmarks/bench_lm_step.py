@@ -16,7 +16,8 @@ untied output over ``--vocab`` words, 20 streams x 35 tokens):
 The three steps alternate in one process (same inputs, same threads), so a loaded machine
 slows all of them alike; the ratios are of median step times. The roofline: every GEMM of
 the step (forward and both backward products of each linear map, the attention products,
-the read-out) timed alone at its own shape, in fp32 and in bf16; "GEMM GFLOP/s" is the step's
+the read-out) timed alone at its own shape, in fp32 and in bf16; the precision ``auto`` picks at each depth
+(:mod:`joma_lib.lm.precision`, its own short measurement) is printed beside the faster one measured here; "GEMM GFLOP/s" is the step's
 GEMM work over the summed GEMM times (the speed the step could reach if it were nothing but
 its GEMMs), "achieved" is the same work over the measured step time. One command prints
 everything and stores it in ``joma_lib/benchmark_results/lm_step.json`` (the Performance page)::
@@ -38,8 +39,9 @@ import torch.nn.functional as F
 from _results import CLOCKS, median_ms, write_results
 from torch import nn
 
+from joma_lib.cpu import bf16_support
 from joma_lib.lm.model import PostLNLayer, TransformerLM, bits_dropout, causal_mask
-from joma_lib.lm.train import make_optimizer, train_step
+from joma_lib.lm.train import RunConfig, make_optimizer, run_precision, train_step
 
 class BaselineLayer(PostLNLayer):
     """The same post-LN layer, sequence-first, with ``nn.MultiheadAttention`` always returning its weights."""
@@ -194,6 +196,8 @@ def main() -> None:
     p.add_argument("--results-name", default="lm_step", help="store as joma_lib/benchmark_results/<this>.json")
     p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
     args = p.parse_args()
+    if not bf16_support().usable:  # before any bf16 operation (joma_lib.cpu)
+        raise SystemExit(f"this benchmark compares fp32 with bf16, and {bf16_support().summary()}")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     devices = [torch.device("cpu")] if args.device != "cuda" else []
@@ -207,7 +211,8 @@ def main() -> None:
         print(f"cpu: one dropout of [{args.batch}, {args.seq}, 200] activations, torch / ours (ms): "
               + ", ".join(f"{k} {v['torch']:.3f} / {v['ours']:.3f}" for k, v in dropout["cpu"].items()))
     print(f"{'device':<6} {'layers':>6} {'GFLOP':>6} {'GEMM GFLOP/s fp32/bf16':>23} "
-          f"{'achieved GFLOP/s base/fp32/bf16':>32} {'ms base/fp32/bf16':>20} {'ratio fp32':>10} {'ratio bf16':>10}")
+          f"{'achieved GFLOP/s base/fp32/bf16':>32} {'ms base/fp32/bf16':>20} {'ratio fp32':>10} {'ratio bf16':>10} "
+          f"{'auto picks / faster here':>24}")
     rows = []
     for device in devices:
         for n in args.layers:
@@ -215,14 +220,18 @@ def main() -> None:
             t = bench(device, n, args.vocab, args.batch, args.seq, args.repeats, args.warmup, args.clock)
             ms = {k: median_ms(v) for k, v in t.items()}
             achieved = {k: gflop / (v / 1000) for k, v in ms.items()}
+            # what precision="auto" picks at these shapes (its own short measurement), against the faster one here
+            auto = run_precision(RunConfig(n_layers=n, max_vocab=args.vocab, batch_size=args.batch, seq_len=args.seq,
+                                           precision="auto"), device, torch.get_num_threads())
             row = {"device": device.type, "layers": n, "gflop": gflop, "gemm_gflops": speed,
                    "achieved_gflops": achieved, "median_ms": ms,
-                   "ratio_fp32": ms["baseline"] / ms["fp32"], "ratio_bf16": ms["baseline"] / ms["bf16"]}
+                   "ratio_fp32": ms["baseline"] / ms["fp32"], "ratio_bf16": ms["baseline"] / ms["bf16"],
+                   "auto": auto, "faster": "bf16" if ms["bf16"] < ms["fp32"] else "fp32"}
             rows.append(row)
             print(f"{device.type:<6} {n:>6} {gflop:>6.1f} {speed['fp32']:>11.0f} /{speed['bf16']:>5.0f}      "
                   f"{achieved['baseline']:>14.0f} /{achieved['fp32']:>5.0f} /{achieved['bf16']:>5.0f}      "
                   f"{ms['baseline']:>6.0f}/{ms['fp32']:>4.0f}/{ms['bf16']:>4.0f} "
-                  f"{row['ratio_fp32']:>9.2f}x {row['ratio_bf16']:>9.2f}x", flush=True)
+                  f"{row['ratio_fp32']:>9.2f}x {row['ratio_bf16']:>9.2f}x {auto:>15} / {row['faster']}", flush=True)
     if not args.no_write:
         write_results(args.results_name, {"settings": {k: v for k, v in vars(args).items() if k != "no_write"} |
                                   {"threads_used": torch.get_num_threads()}, "rows": rows, "dropout_ms": dropout})

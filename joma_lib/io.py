@@ -68,6 +68,11 @@ def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
             tmp.unlink(missing_ok=True)
 
 
+def cache_dir() -> Path:
+    """The user cache: ``$JOMA_CACHE`` or ``~/.cache/joma_companion`` (downloads, probe verdicts)."""
+    return Path(os.environ.get("JOMA_CACHE") or Path.home() / ".cache" / "joma_companion")
+
+
 def writable_dir(path: str | os.PathLike[str], name: str = "out") -> Path:
     """Create the folder ``path`` if needed and prove it writable; return it.
 

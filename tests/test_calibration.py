@@ -42,7 +42,6 @@ TOY = FigureSpec(fig_id="c-trained-toy", title="toy", paper_ref="companion", cha
 def toy(monkeypatch, tmp_path):
     monkeypatch.setattr(registry_module, "registry", lambda: {"c-trained-toy": TOY})
     monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
-    monkeypatch.setattr(calibration, "REFERENCE_DIR", tmp_path)
 
     def fake_run(fig_id, env, params, out):  # in-process: the toy is not registered in a subprocess
         variant = next(name for name, e in calibration.VARIANTS.items() if e == env)

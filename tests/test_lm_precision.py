@@ -1,12 +1,20 @@
 """bf16 mixed precision of the language model: the blockwise read-out, train_step, the run configuration."""
 
 import copy
+import json
+import os
+import time
 
 import pytest
 import torch
 
+from joma_lib.cpu import bf16_support
+from joma_lib.figures import harness
+from joma_lib.figures.registry import FigureSpec, registry
+from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.model import TransformerLM, bits_dropout
-from joma_lib.lm.train import RunConfig, make_optimizer, train_step
+from joma_lib.lm.precision import auto_choice, cached_choice, measure_choice
+from joma_lib.lm.train import RunConfig, make_optimizer, sweep_precision, train_on_cpu, train_run, train_step
 
 torch.set_num_threads(1)
 
@@ -24,6 +32,7 @@ def _batch(batch: int = 8, seq: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
+@pytest.mark.bf16
 @pytest.mark.parametrize("upstream", [1.0, 3.0])
 def test_bf16_read_out_matches_fp32_cross_entropy_to_bf16_precision(upstream):
     model = _model().eval()
@@ -49,6 +58,7 @@ def test_bf16_read_out_matches_fp32_cross_entropy_to_bf16_precision(upstream):
         assert float((grads16[name] - g32).norm() / g32.norm()) < 0.1, name
 
 
+@pytest.mark.bf16
 def test_bf16_steps_decrease_the_loss_and_keep_fp32_master_weights_and_optimizer_state():
     model = _model()
     optimizer = make_optimizer(model, 3e-3)
@@ -61,6 +71,7 @@ def test_bf16_steps_decrease_the_loss_and_keep_fp32_master_weights_and_optimizer
         assert state["exp_avg"].dtype == torch.float32 and state["exp_avg_sq"].dtype == torch.float32
 
 
+@pytest.mark.bf16
 def test_bf16_and_fp32_training_agree_to_bf16_tolerance():
     model32 = _model()
     model16 = copy.deepcopy(model32)
@@ -112,6 +123,7 @@ def test_bits_dropout_gradient_is_the_mask_and_bad_p_is_rejected():
         bits_dropout(x, 1.0)
 
 
+@pytest.mark.bf16
 def test_cpu_training_draws_the_same_bits_dropout_masks_in_fp32_and_bf16():
     model = _model().train()
     x = torch.randn(4, 10, 16)
@@ -131,3 +143,69 @@ def test_cpu_training_draws_the_same_bits_dropout_masks_in_fp32_and_bf16():
         torch.manual_seed(7)
         assert float(model.loss(x_tok, y_tok)) == train_loss  # seeded: the same masks again
         assert float(model.eval().loss(x_tok, y_tok)) != train_loss  # and dropout was on
+
+
+# ----------------------------------------------------------------------------- precision "auto" and its records
+
+def _tiny(**changes):
+    settings = dict(data="ptb", n_layers=1, lr=3e-3, seed=5, steps=4, eval_interval=4, eval_chunks=1, seq_len=8,
+                    batch_size=4, eval_batch_size=3, max_vocab=200, d=16, d_ff=16)
+    return RunConfig(**{**settings, **changes})
+
+
+def test_measure_choice_picks_the_precision_whose_step_is_faster():
+    for slow, fast in (("fp32", "bf16"), ("bf16", "fp32")):
+        delays = {slow: 0.03, fast: 0.001}
+        choice = measure_choice(lambda p: time.sleep(delays[p]), threads=1)
+        assert choice.precision == fast
+        assert getattr(choice, f"{slow}_ms") > 10 * getattr(choice, f"{fast}_ms")
+
+
+def test_auto_choice_is_cached_per_shapes_and_not_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOMA_CACHE", str(tmp_path))
+    shapes = {"n_layers": 3, "vocab": 50}
+    first = auto_choice(shapes, 1, lambda p: None)
+    assert cached_choice(shapes, 1) == first
+    assert auto_choice(shapes, 1, lambda p: pytest.fail("measured again")) == first
+    assert cached_choice({**shapes, "n_layers": 4}, 1) is None and cached_choice(shapes, 2) is None
+
+
+def test_jomaprecision_overrides_auto_and_a_sweep_uses_one_precision(monkeypatch):
+    configs = [_tiny(precision="auto", n_layers=n) for n in (1, 2)] + [_tiny(precision="fp32", n_layers=3)]
+    monkeypatch.setenv("JOMA_PRECISION", "fp32")
+    assert [c.precision for c in sweep_precision(configs, torch.device("cpu"))] == ["fp32", "fp32", "fp32"]
+    monkeypatch.setenv("JOMA_PRECISION", "bf16")
+    expected = "bf16" if bf16_support().usable else "fp32"
+    assert [c.precision for c in sweep_precision(configs, torch.device("cpu"))] == [expected, expected, "fp32"]
+    monkeypatch.setenv("JOMA_PRECISION", "fp16")
+    with pytest.raises(ValueError, match="JOMA_PRECISION must be one of"):
+        sweep_precision(configs, torch.device("cpu"))
+
+
+def test_run_metadata_records_the_precision_used_and_a_resume_keeps_it(tmp_path, monkeypatch):
+    data = load_lm_data("ptb", 4, 3, 200, max_train_fraction=0.01)
+    cfg = _tiny(precision="auto", steps=8)
+    monkeypatch.setenv("JOMA_PRECISION", "fp32")
+    assert train_run(cfg, tmp_path, device="cpu", progress=False, data=data, stop_at=5) is None
+    saved = torch.load(tmp_path / cfg.name / "checkpoint.pt", weights_only=True)
+    assert saved["precision_used"] == "fp32"
+    monkeypatch.setenv("JOMA_PRECISION", "bf16")  # auto would now pick bf16: the resumed run stays in fp32
+    train_run(cfg, tmp_path, device="cpu", progress=False, data=data)
+    meta = json.loads((tmp_path / cfg.name / "result.json").read_text())
+    assert meta["config"]["precision"] == "auto" and meta["precision_used"] == "fp32"
+    assert meta["onednn_isa_limit"] == os.environ.get("ONEDNN_MAX_CPU_ISA", "DEFAULT")
+
+
+def test_a_reference_manifest_records_the_training_precision_and_a_variant_has_its_own_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
+    monkeypatch.setenv("JOMA_PRECISION", "fp32")
+    spec = FigureSpec(fig_id="c-tiny-lm", title="tiny", paper_ref="companion", chapter="book/rerun.md",
+                      make=lambda: {"val_loss": train_on_cpu([_tiny(precision="auto")])["val_loss"]},
+                      plot=lambda d: None, trained=True, reference_variant=lambda: "fp32")
+    monkeypatch.setitem(registry(), spec.fig_id, spec)
+    path = harness.update_reference(spec.fig_id)
+    assert path.name == "c-tiny-lm.fp32.npz"
+    env = json.loads(path.with_suffix(".json").read_text())["environment"]
+    assert env["precision"] == "fp32" and env["onednn_isa_limit"] in ("DEFAULT", "AVX512_CORE_BF16",
+                                                                       "AVX512_CORE", "AVX2")
+    assert harness.verify(spec.fig_id).passed

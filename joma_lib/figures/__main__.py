@@ -23,7 +23,7 @@ import sys
 import time
 
 from joma_lib.figures.calibration import VARIANTS, calibrate, trained_figure_ids
-from joma_lib.figures.claims import evaluate_figure, format_table, ledger, surprises
+from joma_lib.figures.claims import error_text, evaluate_figure, format_table, ledger, surprises
 from joma_lib.figures.harness import (
     MissingReferenceError,
     compare_with_reference,
@@ -34,6 +34,7 @@ from joma_lib.figures.harness import (
 )
 from joma_lib.figures.registry import figure_ids, get_spec
 from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
+from joma_lib.lm.precision import PrecisionUnavailableError
 
 
 def _ids(requested: list[str]) -> list[str]:
@@ -53,15 +54,28 @@ def _cmd_list(_: argparse.Namespace) -> int:
     return 0
 
 
+def _error_line(fig_id: str, err: BaseException) -> str:
+    """``<figure id> ERROR: <type>: <message>``: how one failing figure is reported before the next is made."""
+    return f"{fig_id} ERROR: {error_text(err)}"
+
+
 def _cmd_make(args: argparse.Namespace) -> int:
     ids = _ids(args.ids)
     out = writable_dir(args.out, "--out")  # before any computing: a bad folder must not waste a long run
+    failed = 0
     for fig_id in ids:
         start = time.perf_counter()
-        data = compute(fig_id, **(get_spec(fig_id).full_params if args.full else {}))
-        paths = save_outputs(fig_id, draw(fig_id, data), data, out)
+        try:
+            data = compute(fig_id, **(get_spec(fig_id).full_params if args.full else {}))
+            paths = save_outputs(fig_id, draw(fig_id, data), data, out)
+        except Exception as err:  # noqa: BLE001 - one failing figure never stops the others
+            failed += 1
+            print(_error_line(fig_id, err))
+            continue
         print(f"{fig_id}: {', '.join(str(p) for p in paths)} ({time.perf_counter() - start:.1f} s)")
-    return 0
+    if failed:
+        print(f"{failed} figure(s) failed")
+    return 1 if failed else 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -73,19 +87,25 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         try:
             data = compute(fig_id)
             c = compare_with_reference(fig_id, data)
+            rows = evaluate_figure(fig_id, data)
         except (MissingReferenceError, InputCorruptError) as err:  # no usable reference or a damaged input file
             failures += 1
             print(f"{fig_id:<24} {'-':<22} {'-':>11} {'-':>8} {'-':>8} {'-':>9}  ERROR: {err}")
             continue
         except InputUnavailableError as err:
-            if args.require_inputs:
+            # --require-inputs is about external files; a precision this CPU cannot run is never required
+            required = args.require_inputs and not isinstance(err, PrecisionUnavailableError)
+            if required:
                 failures += 1
             else:
                 skipped += 1
             print(f"{fig_id:<24} {'-':<22} {'-':>11} {'-':>8} {'-':>8} {'-':>9}  "
-                  f"{'ERROR' if args.require_inputs else 'SKIPPED'} (input unavailable): {err}")
+                  f"{'ERROR' if required else 'SKIPPED'} (input unavailable): {err}")
             continue
-        rows = evaluate_figure(fig_id, data)
+        except Exception as err:  # noqa: BLE001 - any other fault of one figure: report it, check the next
+            failures += 1
+            print(_error_line(fig_id, err))
+            continue
         claim_rows += rows
         broken = [r.claim_id for r in surprises(rows) if r.book_says == "holds"]
         verdict = "ok" if c.passed else f"FAIL {c.message}".rstrip()
@@ -118,14 +138,19 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
+    """The ledger; exit 1 when a claim the book says holds fails, or a figure raised (verdict ``error``)."""
     rows = ledger(args.ids)
+    broken = [r for r in surprises(rows) if r.book_says == "holds"]
     if args.json:
         print(json.dumps([r.as_json() for r in rows], indent=2))
     else:
         print(format_table(rows))
-        counts = {v: sum(r.verdict == v for r in rows) for v in ("holds", "fails", "not-run")}
-        print(f"{len(rows)} claims: {counts['holds']} hold, {counts['fails']} fail, {counts['not-run']} not run")
-    return 0
+        counts = {v: sum(r.verdict == v for r in rows) for v in ("holds", "fails", "not-run", "error")}
+        print(f"{len(rows)} claims: {counts['holds']} hold, {counts['fails']} fail, {counts['not-run']} not run, "
+              f"{counts['error']} error")
+        for r in broken:
+            print(f"{r.claim_id}: the book says it holds, here it {'raised' if r.verdict == 'error' else 'fails'}")
+    return 1 if broken else 0
 
 
 def _cmd_update(args: argparse.Namespace) -> int:

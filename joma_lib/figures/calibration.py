@@ -4,7 +4,7 @@ A figure whose ``make`` trains a network (``FigureSpec.trained``) is chaotic in 
 CPU instruction set or BLAS kernel reorders float sums, and a few hundred Adam steps amplify that to a visible
 difference. Its tolerance must therefore be measured, not guessed. ``calibrate`` regenerates the figure in
 fresh subprocesses under several numerics *variants* (:data:`VARIANTS`: thread counts, ATen CPU capability,
-``MKL_CBWR=COMPATIBLE``, CUDA when present) and under other seeds (``FigureSpec.calibration_seeds``), and
+``MKL_CBWR=COMPATIBLE``, oneDNN instruction-set ceilings, CUDA when present) and under other seeds (``FigureSpec.calibration_seeds``), and
 records in the figure's reference json, per array:
 
 * ``numerics_spread``: the largest ``|variant - reference|`` over all CPU variants (this machine's default
@@ -18,6 +18,10 @@ records in the figure's reference json, per array:
 at that tolerance, which is of the order of the seed spread (the ratio is recorded): the point-wise check catches
 a changed or broken training loop, while the paper's content is checked by the figure's claims, evaluated on
 summary statistics (minimum, rise, best loss) with thresholds stated in advance.
+
+A figure trained in the precision that ``auto`` picks per machine has one reference per precision
+(:attr:`~joma_lib.figures.registry.FigureSpec.reference_variant`); ``JOMA_PRECISION=fp32`` (or ``bf16``) selects
+which one ``update`` and ``calibrate`` make, and every variant runs in that precision.
 
 Every trained ``make`` pins its torch thread count (one thread), so the data do not depend on ``--jobs`` or on
 the machine's core count; the ``threads-1``/``threads-2`` variants check that.
@@ -38,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from joma_lib.figures.harness import REFERENCE_DIR, compute, load_reference
+from joma_lib.figures.harness import compute, load_reference, reference_path
 from joma_lib.figures.registry import FigureData, get_spec
 from joma_lib.io import atomic_path, write_npz
 
@@ -54,6 +58,9 @@ VARIANTS: dict[str, dict[str, str]] = {
     "aten-avx2": {**CPU, "ATEN_CPU_CAPABILITY": "avx2"},
     "aten-avx512": {**CPU, "ATEN_CPU_CAPABILITY": "avx512"},
     "mkl-compatible": {**CPU, "MKL_CBWR": "COMPATIBLE"},
+    # oneDNN's bf16 kernels below its default (AMX) ceiling: the path of CPUs whose AMX cannot run (joma_lib.cpu)
+    "onednn-avx512-bf16": {**CPU, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
+    "onednn-avx2": {**CPU, "ONEDNN_MAX_CPU_ISA": "AVX2"},
     "cuda": {"JOMA_DEVICE": "cuda"},
 }
 
@@ -153,7 +160,7 @@ def calibrate(fig_id: str, variants: Sequence[str] | None = None, jobs: int = 1,
         "max_deviation": {label: dev for label, dev in results.items()},
         "arrays": derive(fig_id, runs, seed_runs),
     }
-    json_path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.json"
+    json_path = reference_path(fig_id, reference_dir).with_suffix(".json")
     manifest = json.loads(json_path.read_text())
     manifest["calibration"] = record
     with atomic_path(json_path) as tmp_json:

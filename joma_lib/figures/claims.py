@@ -82,7 +82,7 @@ class ClaimResult:
 
     @property
     def surprising(self) -> bool:
-        """The verdict contradicts the book (a claim it says holds fails, or one it says fails holds)."""
+        """The verdict contradicts the book (a claim it says holds fails or errs, or one it says fails holds)."""
         return self.verdict != "not-run" and self.verdict != self.book_says
 
     def as_json(self) -> dict[str, Any]:
@@ -91,7 +91,7 @@ class ClaimResult:
             "id": self.claim_id, "figure": self.figure, "paper_ref": self.paper_ref, "statement": self.statement,
             "value": self.value if self.value is None or math.isfinite(self.value) else str(self.value),
             "threshold": self.threshold, "verdict": self.verdict, "page": self.page}
-        if self.verdict == "not-run":
+        if self.verdict in ("not-run", "error"):
             row["reason"] = self.reason
         return row
 
@@ -127,14 +127,23 @@ def not_run(fig_id: str, reason: str) -> list[ClaimResult]:
 
 
 def figure_results(fig_id: str, load: Callable[[str], FigureData]) -> list[ClaimResult]:
-    """The claims of ``fig_id`` on ``load(fig_id)`` (called once); an unavailable input gives ``not-run``."""
+    """The claims of ``fig_id`` on ``load(fig_id)`` (called once); an unavailable input gives ``not-run``, and
+    any other exception from the figure gives verdict ``error`` with ``<type>: <message>`` as the reason, so
+    that one failing figure never stops the ledger."""
     if not get_spec(fig_id).claims:
         return []
     try:
-        data = load(fig_id)
+        return evaluate_figure(fig_id, load(fig_id))
     except InputUnavailableError as err:
         return not_run(fig_id, f"input unavailable: {err}")
-    return evaluate_figure(fig_id, data)
+    except Exception as err:  # noqa: BLE001 - any fault of one figure is reported on its rows, the rest go on
+        spec = get_spec(fig_id)
+        return [_row(spec, claim, None, "error", error_text(err)) for claim in spec.claims]
+
+
+def error_text(err: BaseException) -> str:
+    """``<type>: <message>`` on one line, for a figure that raised."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
 def pending_results() -> list[ClaimResult]:
@@ -217,7 +226,7 @@ def format_table(rows: Iterable[ClaimResult], width: Mapping[str, int] | None = 
              f"{'threshold':<12} verdict"]
     for r in rows:
         statement = r.statement if len(r.statement) <= w["statement"] else r.statement[:w["statement"] - 3] + "..."
-        verdict = r.verdict + (f" ({r.reason})" if r.verdict == "not-run" else "")
+        verdict = r.verdict + (f" ({r.reason})" if r.verdict in ("not-run", "error") else "")
         if r.book_says == "fails" and r.verdict != "not-run":
             verdict += " (the book reports it fails)"
         lines.append(f"{r.claim_id:<{w['id']}} {r.paper_ref:<{w['paper']}} {statement:<{w['statement']}} "
@@ -271,7 +280,7 @@ def markdown_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | Non
     lines = ["| id | paper | statement | value | threshold | verdict | shown in |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         verdict = f"**{r.verdict}**"
-        if r.verdict == "not-run":
+        if r.verdict in ("not-run", "error"):
             verdict += f": {r.reason}"
         elif r.book_says == "fails":
             verdict += " (as the book reports)"

@@ -27,10 +27,12 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from joma_lib.cpu import onednn_isa_limit
 from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
 from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.figures.style import figure_style
+from joma_lib.lm.precision import precisions_used
 
 REFERENCE_DIR = Path(__file__).with_name("reference")
 # Figures with more values than this offer their CSV gzip-compressed (``<fig_id>.csv.gz``), so that
@@ -128,15 +130,28 @@ def _environment() -> dict[str, str]:
     }
 
 
+def reference_path(fig_id: str, reference_dir: Path | None = None) -> Path:
+    """The reference npz of ``fig_id`` that applies here: ``<fig_id>.npz``, or ``<fig_id>.<variant>.npz`` for a
+    figure whose :attr:`~joma_lib.figures.registry.FigureSpec.reference_variant` names one (its json beside it)."""
+    variant_of = get_spec(fig_id).reference_variant
+    variant = variant_of() if variant_of is not None else ""
+    return Path(reference_dir or REFERENCE_DIR) / (f"{fig_id}.{variant}.npz" if variant else f"{fig_id}.npz")
+
+
 def update_reference(fig_id: str, reference_dir: Path | None = None) -> Path:
-    """Regenerate ``fig_id``'s data and store it as the committed reference (npz + json manifest)."""
-    return write_reference(fig_id, compute(fig_id), reference_dir)
+    """Regenerate ``fig_id``'s data and store it as the committed reference (npz + json manifest), recording the
+    training precision of any language model it trained."""
+    with precisions_used() as used:
+        data = compute(fig_id)
+    return write_reference(fig_id, data, reference_dir, precision=",".join(sorted(used)))
 
 
-def write_reference(fig_id: str, data: FigureData, reference_dir: Path | None = None) -> Path:
-    """Store ``data`` as ``fig_id``'s reference: the npz and its json manifest (sha256, array names/shapes/dtypes)."""
+def write_reference(fig_id: str, data: FigureData, reference_dir: Path | None = None, precision: str = "") -> Path:
+    """Store ``data`` as ``fig_id``'s reference: the npz and its json manifest (sha256, array names/shapes/dtypes,
+    the environment: versions, device, oneDNN's instruction-set ceiling and ``precision``, the training precision
+    of the language models it trained, if any)."""
     spec = get_spec(fig_id)
-    npz_path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.npz"
+    npz_path = reference_path(fig_id, reference_dir)
     write_npz(npz_path, data)
     manifest = {
         "fig_id": fig_id,
@@ -149,7 +164,8 @@ def write_reference(fig_id: str, data: FigureData, reference_dir: Path | None = 
             for name, array in data.items()
         },
         "sha256": hashlib.sha256(npz_path.read_bytes()).hexdigest(),
-        "environment": _environment(),
+        "environment": {**_environment(), "onednn_isa_limit": onednn_isa_limit(),
+                        **({"precision": precision} if precision else {})},
     }
     json_path = npz_path.with_suffix(".json")
     with atomic_path(json_path) as tmp:
@@ -176,7 +192,7 @@ def load_reference(fig_id: str, reference_dir: Path | None = None) -> FigureData
     unreadable, the npz's sha256 differs from the manifest's, the npz cannot be read, or its array names, shapes or
     dtypes differ from the manifest's. Each message names the file and how to regenerate it.
     """
-    path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.npz"
+    path = reference_path(fig_id, reference_dir)
     regenerate = f"run `python -m joma_lib.figures update {fig_id}` (or restore both files from git)"
     if not path.exists():
         raise MissingReferenceError(
@@ -236,7 +252,7 @@ def calibrated_tolerances(fig_id: str, reference_dir: Path | None = None) -> dic
     not a finite number >= 0) raises :class:`CorruptReferenceError` naming the file and the field, which
     ``verify`` reports for this figure before it goes on with the next.
     """
-    json_path = Path(reference_dir or REFERENCE_DIR) / f"{fig_id}.json"
+    json_path = reference_path(fig_id, reference_dir).with_suffix(".json")
     if not json_path.exists():
         return {}
 

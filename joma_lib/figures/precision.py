@@ -6,7 +6,10 @@ preset ``rerun-quick`` but fewer steps) is trained for three seeds in fp32 and i
 order and dropout masks per seed). The entropy itself is measured in fp32 in both. Claim
 ``rerun-bf16-matches-fp32``: at 90% or more of the checkpoints after the start, the bf16
 seed-mean attention entropy lies inside the band spanned by the fp32 seeds, i.e. bf16 moves the
-curve less than the choice of seed does. Training takes about a minute on one core.
+curve less than the choice of seed does. Training takes about a minute on one core. On a CPU where bf16 cannot
+run (:func:`joma_lib.cpu.bf16_support`) the figure cannot be made: ``make`` raises
+:class:`~joma_lib.lm.precision.PrecisionUnavailableError`, ``verify`` reports it as skipped and the page draws the
+committed reference, saying why.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 
 from joma_lib.figures.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec
+from joma_lib.lm.precision import require
 from joma_lib.lm.train import PRESETS, RunConfig, sweep_configs, train_on_cpu
 
 PRECISION_SEEDS = (1, 2, 3)
@@ -25,6 +30,7 @@ PRECISION_SEEDS = (1, 2, 3)
 def make_precision(steps: int = 240, eval_interval: int = 20, eval_chunks: int = 8,
                    seeds: tuple[int, ...] = PRECISION_SEEDS) -> FigureData:
     """Entropy and validation loss ``[precision, seed, checkpoint]`` of 1-layer runs in fp32 and bf16."""
+    require("bf16", torch.device("cpu"), "figure c-rerun-precision (fp32 against bf16 training)")
     settings = dict(PRESETS["rerun-quick"])
     lr = settings.pop("lr")[0]
     for key in ("layers", "seeds"):

@@ -60,7 +60,8 @@ TRAINED = Tolerance(rtol=0.0, atol=0.03, gpu_atol=0.1)
 """Trained language models, before ``calibrate`` replaces it with a measured tolerance."""
 
 
-Verdict = Literal["holds", "fails", "not-run"]
+#: ``error``: the figure's computation raised, so its claims could not be evaluated (the ledger goes on)
+Verdict = Literal["holds", "fails", "not-run", "error"]
 _RELATIONS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -124,6 +125,10 @@ class FigureSpec:
             tolerances are measured by ``python -m joma_lib.figures calibrate`` and stored with the reference.
         calibration_seeds: parameter overrides that change only the seeds; ``calibrate`` runs each to
             measure the seed spread of a trained figure.
+        reference_variant: for a trained figure whose numbers depend on a choice made per machine (the training
+            precision that ``auto`` picks), ``reference_variant()`` names the reference that applies here:
+            ``""`` the main one (``<fig_id>.npz``), e.g. ``"fp32"`` another (``<fig_id>.fp32.npz``), each with its
+            own calibrated tolerances.
     """
 
     fig_id: str
@@ -139,6 +144,7 @@ class FigureSpec:
     claims: tuple[Claim, ...] = ()
     trained: bool = False
     calibration_seeds: tuple[Mapping[str, Any], ...] = ()
+    reference_variant: Callable[[], str] | None = None
 
     def tolerance(self, array_name: str) -> Tolerance:
         """The tolerance that applies to one array of this figure's data."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from joma_lib.io import InputCorruptError, InputUnavailableError, fetch_url
+from joma_lib.io import InputCorruptError, InputUnavailableError, cache_dir, fetch_url
 from joma_lib.validation import check_float, check_int
 
 SOURCE_URL = "https://github.com/facebookresearch/luckmatters/raw/yuandong3/ssl/real-dataset/joma/"
@@ -248,11 +248,6 @@ def seed_average(runs: SweepRuns, nlayers: int, lr: float) -> SeedAverage:
 
 # --------------------------------------------------------------------------------------------------------------
 # Finding, fetching and checking the published files
-
-
-def cache_dir() -> Path:
-    """Where downloads go: ``$JOMA_CACHE`` or ``~/.cache/joma_companion``."""
-    return Path(os.environ.get("JOMA_CACHE") or Path.home() / ".cache" / "joma_companion")
 
 
 def search_dirs() -> list[Path]:

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from joma_lib.lm.precision import PRECISIONS
 from joma_lib.validation import check_choice, check_float, check_int
 
 
@@ -49,7 +50,6 @@ def causal_mask(t: int, device: torch.device | None = None) -> torch.Tensor:
     return torch.triu(torch.full((t, t), float("-inf"), device=device), diagonal=1)
 
 
-PRECISIONS = ("fp32", "bf16")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 _CHUNK_ROWS = 256  # rows of logits per block in low precision: [256, V] bf16 (15 MB) stays in the last-level cache
 

@@ -46,13 +46,17 @@ from joma_lib.device import DEVICE_CHOICES, resolve_device
 from joma_lib.io import atomic_path, write_npz
 from joma_lib.lm.data import CORPORA, LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
-from joma_lib.lm.model import PRECISIONS, TransformerLM, precision_dtype
+from joma_lib.cpu import onednn_isa_limit
+from joma_lib.lm.model import TransformerLM, precision_dtype
+from joma_lib.lm.precision import PRECISION_CHOICES, AutoChoice, cached_choice, record_used, resolve
 from joma_lib.validation import check_choice, check_float, check_int
 
 if TYPE_CHECKING:
     from joma_lib.lm.pythia import NeoXLM
 
 ADAM_RESET = ("epoch", "never")
+#: WikiText-2's vocabulary (the paper's runs): the read-out size when a config sets no ``max_vocab``
+WIKITEXT2_VOCAB = 33_278
 #: ``paper``: the authors' post-LN model (:class:`TransformerLM`); ``gptneox``: Pythia's architecture
 #: (:class:`~joma_lib.lm.pythia.NeoXLM`, Fig. 7)
 ARCHS = ("paper", "gptneox")
@@ -65,7 +69,8 @@ class RunConfig:
     ``adam_reset="epoch"`` rebuilds Adam at every epoch, as the authors' script did (``"never"`` keeps
     one optimiser for the whole run); ``eval_chunks=None`` evaluates on the whole validation split;
     ``precision="bf16"`` trains in bf16 mixed precision (:func:`train_step`), the checkpoint measurements
-    stay fp32; ``log_checkpoints`` adds the powers of two below ``eval_interval`` to the checkpoints
+    stay fp32; ``"auto"`` takes the faster of the two on this machine (:mod:`joma_lib.lm.precision`; the
+    precision used is recorded in the checkpoint and the result, and a resume keeps it); ``log_checkpoints`` adds the powers of two below ``eval_interval`` to the checkpoints
     (Pythia's schedule when ``eval_interval=1000``); ``n_heads`` is used by ``arch="gptneox"`` only.
     """
 
@@ -112,7 +117,7 @@ class RunConfig:
         check_float("clip", self.clip, 0, low_open=True)
         check_choice("adam_reset", self.adam_reset, ADAM_RESET)
         check_int("data_seed", self.data_seed, 0)
-        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("precision", self.precision, PRECISION_CHOICES)
         check_choice("arch", self.arch, ARCHS)
         check_int("n_heads", self.n_heads, 1, self.d)
         if self.arch == "paper" and self.n_heads != 1:
@@ -149,13 +154,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the paper's Fig. 8 sweep (5 layers, seven learning rates)
     "paper-lr": dict(data="wikitext2", layers=[5], lr=[1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2], seeds=[1, 2, 3],
                      steps=58_000, eval_interval=1000),
-    # the CPU reproduction of the companion (figure c-rerun-full), in bf16; about 7 minutes on 2 cores with --jobs 2
+    # the CPU reproduction of the companion (figure c-rerun-full), in the faster precision of the machine (the
+    # committed results were trained in bf16); about 7 minutes on 2 cores with --jobs 2
     "rerun-full": dict(data="wikivital", layers=[1, 2], lr=[1e-3], seeds=[1, 2], steps=4000, eval_interval=100,
-                       eval_chunks=20, max_vocab=4000, precision="bf16"),
-    # its shortened version, rerun by CI (figure c-rerun-quick); under a minute. In bf16 mixed precision: the
-    # claim rerun-bf16-matches-fp32 (figure c-rerun-precision) checks that its entropy curve stays in fp32's seed band
+                       eval_chunks=20, max_vocab=4000, precision="auto"),
+    # its shortened version, rerun by CI (figure c-rerun-quick, one reference per precision); under a minute. The
+    # claim rerun-bf16-matches-fp32 (figure c-rerun-precision) checks that bf16 keeps its entropy curve in fp32's
+    # seed band
     "rerun-quick": dict(data="wikivital", layers=[1, 2], lr=[1e-3], seeds=[1], steps=600, eval_interval=50,
-                        eval_chunks=10, max_vocab=2000, precision="bf16"),
+                        eval_chunks=10, max_vocab=2000, precision="auto"),
     # Fig. 7 stand-in (figure c-fig7-standin): a small Pythia-architecture model on Wikipedia leads, measured on
     # Pythia's checkpoint schedule, at Pythia-70M's peak lr; one optimiser throughout, as Pythia
     "fig7-standin": dict(data="wikivital", arch="gptneox", layers=[4], d=64, n_heads=2, d_ff=256, dropout=0.0,
@@ -292,6 +299,67 @@ def train_step(model: TransformerLM | NeoXLM, optimizer: torch.optim.Optimizer, 
     return loss.detach()
 
 
+def run_precision(cfg: RunConfig, device: torch.device, threads: int = DEFAULT_THREADS) -> str:
+    """The precision ``cfg`` trains in on ``device`` (:func:`joma_lib.lm.precision.resolve`).
+
+    ``auto`` is decided by timing :func:`train_step` on a throw-away model of the run's shapes (vocabulary
+    ``max_vocab``, or WikiText-2's), without touching the global random state.
+    """
+    vocab = cfg.max_vocab or WIKITEXT2_VOCAB
+    probe: dict[str, Any] = {}
+
+    def step(precision: str) -> None:
+        if not probe:
+            probe["model"] = build_model(cfg, vocab).to(device).train()
+            probe["optimizer"] = make_optimizer(probe["model"], cfg.lr)
+            probe["tokens"] = torch.randint(0, vocab, (cfg.batch_size, cfg.seq_len + 1), device=device)
+        x, y = probe["tokens"][:, :-1], probe["tokens"][:, 1:]
+        train_step(probe["model"], probe["optimizer"], x, y, cfg.clip, precision)
+
+    with torch.random.fork_rng(devices=[]):
+        return resolve(cfg.precision, device, run_shapes(cfg, device), threads, step)
+
+
+def run_shapes(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
+    """What decides the speed of a training step (the cache key of ``auto``'s measurement)."""
+    return {"arch": cfg.arch, "n_layers": cfg.n_layers, "d": cfg.d, "d_ff": cfg.d_ff, "n_heads": cfg.n_heads,
+            "vocab": cfg.max_vocab or WIKITEXT2_VOCAB, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
+            "dropout": cfg.dropout, "device": device.type}
+
+
+def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS
+                    ) -> list[RunConfig]:
+    """``configs`` with ``precision="auto"`` replaced by one concrete precision for the whole sweep: the one
+    :func:`run_precision` picks for its deepest such run (so that a sweep never mixes precisions)."""
+    auto = [c for c in configs if c.precision == "auto"]
+    if not auto:
+        return list(configs)
+    precision = run_precision(max(auto, key=lambda c: c.n_layers), device, threads)
+    return [replace(c, precision=precision) if c.precision == "auto" else c for c in configs]
+
+
+def _preset_configs(preset: str) -> list[RunConfig]:
+    check_choice("preset", preset, tuple(PRESETS))
+    settings = dict(PRESETS[preset])
+    layers, lrs, seeds = settings.pop("layers"), settings.pop("lr"), settings.pop("seeds")
+    return sweep_configs(RunConfig(**settings), layers, lrs, seeds)
+
+
+def preset_precision(preset: str, device: str = "cpu") -> str:
+    """The precision a preset's runs train in here, on one thread (as :func:`train_preset` trains them)."""
+    return sweep_precision(_preset_configs(preset), resolve_device(device), threads=1)[0].precision
+
+
+def preset_auto_choice(preset: str) -> AutoChoice | None:
+    """``auto``'s measurement for a preset on this CPU (one thread; made now if not cached): the choice and both
+    step times. None when nothing was measured (no ``auto`` in the preset, ``JOMA_PRECISION`` set, no bf16)."""
+    configs = [c for c in _preset_configs(preset) if c.precision == "auto"]
+    if not configs:
+        return None
+    preset_precision(preset)
+    return cached_choice(run_shapes(max(configs, key=lambda c: c.n_layers), torch.device("cpu")), 1)
+
+
 def _rng_state(device: torch.device) -> dict[str, torch.Tensor]:
     state = {"cpu": torch.get_rng_state()}
     if device.type == "cuda":
@@ -336,19 +404,23 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
     if data is None:
         data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
     n_batches = n_chunks(data.train, cfg.seq_len)
+    ckpt = _load_checkpoint(ckpt_path, dev) if ckpt_path.exists() else None
+    if ckpt is not None:
+        if not same_config(ckpt["config"], cfg):
+            raise ValueError(f"{ckpt_path} belongs to a run with other settings; remove it or use another --out")
+        if ckpt.get("threads", threads) != threads:
+            raise ValueError(f"{ckpt_path} was trained with threads={ckpt['threads']} and its numbers depend on it; "
+                             f"resume with --threads {ckpt['threads']} (or delete it to start again)")
+    # a resumed run keeps the precision it started with, whatever `auto` would pick now
+    precision = ckpt.get("precision_used", cfg.precision) if ckpt is not None else run_precision(cfg, dev, threads)
+    record_used(precision)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, len(data.vocab)).to(dev)
     optimizer = make_optimizer(model, cfg.lr)
     hist: dict[str, list[Any]] = {"minibatch": [], "val_loss": [], "attn_entropy": [], "stable_rank": [],
                                   "train_loss": []}
     step = 0
-    if ckpt_path.exists():
-        ckpt = _load_checkpoint(ckpt_path, dev)
-        if not same_config(ckpt["config"], cfg):
-            raise ValueError(f"{ckpt_path} belongs to a run with other settings; remove it or use another --out")
-        if ckpt.get("threads", threads) != threads:
-            raise ValueError(f"{ckpt_path} was trained with threads={ckpt['threads']} and its numbers depend on it; "
-                             f"resume with --threads {ckpt['threads']} (or delete it to start again)")
+    if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         _set_rng_state(ckpt["rng"], dev)
@@ -364,7 +436,8 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
         bar.set_postfix(loss=f"{val:.3f}", entropy=" ".join(f"{e:.2f}" for e in ent))
         with atomic_path(ckpt_path) as tmp:
             torch.save({"config": asdict(cfg), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "rng": _rng_state(dev), "history": hist, "step": step, "threads": threads}, tmp)
+                        "rng": _rng_state(dev), "history": hist, "step": step, "threads": threads,
+                        "precision_used": precision}, tmp)
 
     if step == 0 and not hist["minibatch"]:
         record(float("nan"))
@@ -380,7 +453,7 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
             if cfg.adam_reset == "epoch" and batch == 0 and step > 0:
                 optimizer = make_optimizer(model, cfg.lr)
             x, y = (t.to(dev) for t in get_chunk(data.train, batch, cfg.seq_len))
-            running += train_step(model, optimizer, x, y, cfg.clip, cfg.precision)
+            running += train_step(model, optimizer, x, y, cfg.clip, precision)
             step, since = step + 1, since + 1
             bar.update(1)
             if step in marks:
@@ -399,7 +472,8 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
               "train_loss": np.asarray(hist["train_loss"], dtype=np.float64)}
     write_results(result_path, arrays, {"config": asdict(cfg), "data_note": data.note, "vocab_size": len(data.vocab),
                                         "train_tokens": int(data.train.numel()), "steps_per_epoch": n_batches,
-                                        "device": str(dev), "torch": torch.__version__, "threads": threads})
+                                        "device": str(dev), "torch": torch.__version__, "threads": threads,
+                                        "precision_used": precision, "onednn_isa_limit": onednn_isa_limit()})
     return arrays
 
 
@@ -519,11 +593,13 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
     ``jobs > 1`` trains that many runs at once in worker processes (no progress bars) that die
     with this process; otherwise runs go one after the other and each corpus is loaded once.
     Every run uses ``threads`` CPU threads either way, so the results do not depend on ``jobs``.
+    ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
     A corpus that falls back to its offline stand-in (:func:`~joma_lib.lm.data.load_splits`)
     names and records the runs with the stand-in's name.
     """
     jobs = check_int("jobs", jobs, 1)
     threads = check_int("threads", threads, 1, 1024)
+    configs = sweep_precision(configs, resolve_device(device), threads)
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
         with worker_pool(jobs) as pool:
@@ -613,7 +689,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--arch", choices=ARCHS, help="paper: the authors' model; gptneox: Pythia's (Fig. 7)")
     run.add_argument("--log-checkpoints", dest="log_checkpoints", action="store_true", default=None,
                      help="also record at steps 1, 2, 4, ... below --eval-interval (Pythia's schedule)")
-    run.add_argument("--precision", choices=PRECISIONS, help="fp32 (default) or bf16 mixed precision")
+    run.add_argument("--precision", choices=PRECISION_CHOICES,
+                     help="fp32 (default without a preset), bf16 mixed precision, or auto: the faster of the two here")
     run.add_argument("--device", choices=DEVICE_CHOICES, default=None, help="default: $JOMA_DEVICE or auto")
     run.add_argument("--out", required=True, help="directory of the runs (checkpoints and per-run results)")
     run.add_argument("--results", help="also write the collected sweep here (npz + json)")

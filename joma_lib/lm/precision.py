@@ -1,0 +1,156 @@
+"""The training precision a run actually uses: ``fp32``, ``bf16``, or ``auto`` (the faster of the two here).
+
+* ``bf16`` on the CPU needs bf16 matrix products that run: :func:`joma_lib.cpu.bf16_support` probes them in a
+  child process (and limits oneDNN's instruction set where its default kernels die). Where none runs, a bf16
+  request trains in fp32, with a one-line notice; the run's metadata records the precision used.
+* ``auto`` means bf16 where a short measurement of the run's own shapes shows a bf16 step faster than an fp32 step
+  on this CPU, else fp32 (on a GPU: bf16 where the GPU supports it). The measurement (:func:`measure_choice`:
+  a few steps of each, alternating) is cached per CPU, torch version, thread count and shapes, so a machine
+  always makes the same choice for the same run. ``JOMA_PRECISION=fp32|bf16`` overrides what ``auto`` picks
+  (the CI's numerics matrix uses it); an explicit ``fp32`` or ``bf16`` is never overridden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from joma_lib.cpu import bf16_support, cache_file
+from joma_lib.io import InputUnavailableError, atomic_path, cache_dir
+from joma_lib.validation import check_choice, check_int
+
+#: What a run config may ask for; :data:`PRECISIONS` are what a run can use.
+PRECISION_CHOICES = ("auto", "fp32", "bf16")
+PRECISIONS = ("fp32", "bf16")
+PRECISION_ENV = "JOMA_PRECISION"
+WARMUP_STEPS, TIMED_STEPS = 2, 4
+
+
+class PrecisionUnavailableError(InputUnavailableError):
+    """A computation that needs a precision this machine cannot run (bf16 where the probe fails)."""
+
+
+_used: list[set[str]] = []
+
+
+@contextlib.contextmanager
+def precisions_used() -> Iterator[set[str]]:
+    """Collect, in the yielded set, the precision of every run trained inside the block (:func:`record_used`)."""
+    found: set[str] = set()
+    _used.append(found)
+    try:
+        yield found
+    finally:
+        _used.remove(found)
+
+
+def record_used(precision: str) -> None:
+    """Note that a run trained in ``precision`` (for the manifests of the figures being made)."""
+    for found in _used:
+        found.add(precision)
+
+
+def require(precision: str, device: torch.device, what: str) -> None:
+    """Raise :class:`PrecisionUnavailableError` naming ``what`` when ``precision`` cannot run on ``device``."""
+    if usable(precision, device) != precision:
+        raise PrecisionUnavailableError(f"{what} needs {precision}, which cannot run on this machine "
+                                        f"({bf16_support().summary()})")
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """What ``auto`` chose for one set of shapes, and the measured median step times (ms)."""
+
+    precision: str
+    fp32_ms: float
+    bf16_ms: float
+
+
+def usable(precision: str, device: torch.device) -> str:
+    """``precision`` if it can run on ``device``, else ``"fp32"`` (bf16 on a CPU that fails the probe, or on
+    a GPU without bf16)."""
+    check_choice("precision", precision, PRECISIONS)
+    if precision == "fp32":
+        return "fp32"
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if bf16_support().usable else "fp32"
+
+
+def measure_choice(step: Callable[[str], None], threads: int) -> AutoChoice:
+    """Time ``step(precision)`` for fp32 and bf16, alternating (``WARMUP_STEPS`` each, then ``TIMED_STEPS`` each),
+    on ``threads`` threads; the faster median wins (fp32 on a tie)."""
+    check_int("threads", threads, 1)
+    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for i in range(WARMUP_STEPS + TIMED_STEPS):
+            for precision in PRECISIONS:
+                start = time.perf_counter()
+                step(precision)
+                if i >= WARMUP_STEPS:
+                    times[precision].append(1e3 * (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(before)
+    fp32_ms, bf16_ms = (float(sorted(times[p])[len(times[p]) // 2]) for p in PRECISIONS)
+    return AutoChoice("bf16" if bf16_ms < fp32_ms else "fp32", fp32_ms, bf16_ms)
+
+
+def _choice_path(shapes: Mapping[str, Any], threads: int) -> Any:
+    key = json.dumps({"probe": cache_file().name, "torch": torch.__version__, "threads": threads, **shapes},
+                     sort_keys=True)
+    return cache_dir() / f"precision-auto-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def cached_choice(shapes: Mapping[str, Any], threads: int) -> AutoChoice | None:
+    """The stored ``auto`` choice for these shapes on this machine, if one was measured."""
+    try:
+        stored = json.loads(_choice_path(shapes, threads).read_text())
+        return AutoChoice(str(stored["precision"]), float(stored["fp32_ms"]), float(stored["bf16_ms"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def auto_choice(shapes: Mapping[str, Any], threads: int, step: Callable[[str], None]) -> AutoChoice:
+    """The cached choice for ``shapes``, or a new measurement (:func:`measure_choice`) that is then cached."""
+    found = cached_choice(shapes, threads)
+    if found is not None:
+        return found
+    choice = measure_choice(step, threads)
+    try:
+        with atomic_path(_choice_path(shapes, threads)) as tmp:
+            tmp.write_text(json.dumps({**choice.__dict__, "shapes": dict(shapes), "threads": threads}) + "\n")
+    except OSError:
+        pass  # a read-only cache means measuring again next time
+    return choice
+
+
+def resolve(requested: str, device: torch.device, shapes: Mapping[str, Any], threads: int,
+            step: Callable[[str], None]) -> str:
+    """The precision a run asking for ``requested`` uses on ``device`` (see the module docstring).
+
+    ``shapes`` identify the model and batch (the cache key of ``auto``); ``step(precision)`` runs one training
+    step of a throw-away model of those shapes, for the measurement.
+    """
+    check_choice("precision", requested, PRECISION_CHOICES)
+    if requested == "auto":
+        forced = os.environ.get(PRECISION_ENV)
+        if forced:
+            return usable(check_choice(PRECISION_ENV, forced, PRECISIONS), device)
+        if device.type == "cuda" or usable("bf16", device) == "fp32":
+            return usable("bf16", device)
+        return auto_choice(shapes, threads, step).precision
+    used = usable(requested, device)
+    if used != requested:
+        print(f"joma_lib: precision {requested} cannot run here; this run trains in {used}", file=sys.stderr)
+    return used
