@@ -220,6 +220,16 @@ def test_a_full_disk_leaves_all_four_outputs_or_none_and_names_the_file(refs, tm
     assert sorted(p.name for p in out.iterdir()) == []  # no partial set, no temporary files
 
 
+def test_make_goes_on_after_a_full_disk_and_names_the_file_and_figure(refs, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    _disk_fills_up_while_writing(monkeypatch, "csv")  # the case: PNG, SVG and npz written, then the CSV fails
+    assert main(["make", "c-toy", "c-toy2", "--out", str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    error = next(line for line in lines if line.startswith("c-toy ERROR"))
+    assert "No space left" in error and str(out / "c-toy.csv") in error and "figure 'c-toy'" in error
+    assert sorted(p.name for p in out.iterdir()) == ["c-toy2.csv", "c-toy2.npz", "c-toy2.png", "c-toy2.svg"]
+
+
 # ---------------------------------------------------------------------------------------------------- case 8
 
 
