@@ -117,7 +117,12 @@ def erf_ratio(v: object, delta: object, scale: float = SQRT2) -> np.ndarray:
     except ValueError:
         raise ValueError(f"v must broadcast with delta of shape {delta.shape}, got shape {v.shape}") from None
     scale = check_float("scale", scale, 0, low_open=True)
-    return erf(v / scale) / delta
+    with np.errstate(over="ignore", divide="ignore"):
+        ratio = erf(v / scale) / delta
+    if not np.isfinite(ratio).all():
+        raise ValueError(f"delta is too small for erf(v/scale)/delta to be finite, got a smallest |delta| of "
+                         f"{float(np.min(np.abs(delta))):g}")
+    return ratio
 
 
 def integrate_linear(delta: object, t_eval: object, rtol: float = 1e-10, atol: float = 1e-12) -> np.ndarray:
@@ -184,8 +189,8 @@ def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
     if not np.isfinite(u).all():
         late = int(np.argmin(np.isfinite(u).reshape(len(t_eval), -1).all(axis=1)))
         raise ValueError(f"u = ln(1/|1 - v/mu|) leaves float64 by t = {t_eval[late]:g} (it grows at the rate "
-                         f"exp(mu^2/2)): use a smaller t_eval (largest {t_eval[-1]:g}) or |mu| (largest "
-                         f"{float(np.max(np.abs(mu))):g})")
+                         f"exp(mu^2/2)): t_eval or |mu| must be smaller, got t_eval up to {t_eval[-1]:g} and |mu| up "
+                         f"to {float(np.max(np.abs(mu))):g}")
     v = mu * (1.0 - np.sign(delta0) * np.exp(-u))
     return NonlinearSolution(t_eval, v, u)
 

@@ -229,7 +229,8 @@ def batchify(ids: torch.Tensor, n_streams: int) -> torch.Tensor:
         raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
     n = ids.numel() // n_streams
     if n < 2:
-        raise ValueError(f"{ids.numel()} tokens are too few for {n_streams} streams")
+        raise ValueError(f"ids must hold at least 2 tokens per stream (2 * n_streams = {2 * n_streams}), got "
+                         f"{ids.numel()} tokens for n_streams={n_streams}")
     return ids[: n * n_streams].view(n_streams, n).contiguous()
 
 
