@@ -72,7 +72,7 @@ def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ra
             return _finite(scale * sum_sq, given)
     if b_bar is None:
         raise ValueError(f"b_bar (the mean attention) is required for attention={attention!r}, got None")
-    b_bar = as_finite_array("b_bar (mean attention)", b_bar)
+    b_bar = check_broadcast("b_bar (mean attention)", as_finite_array("b_bar", b_bar), V.shape[:-1], "V.shape[:-1]")
     with np.errstate(over="ignore", invalid="ignore"):
         return _finite(scale * sum_sq - scale * b_bar * sum_sq.sum(axis=-1, keepdims=True), {**given, "b_bar": b_bar})
 
