@@ -239,8 +239,9 @@ KINDS = ("trained", "init", "control")
 """The three networks scored per (setting, seed): trained, the same at initialisation, trained on shuffled labels."""
 
 LAYER0_MARGIN_SD = 2.0
-"""Margin of claim ``table1-layer0-learns``, stated before the final run: the trained networks' layer-0
-score must exceed the shuffled-label controls' by this many (pooled, ddof=1) seed standard deviations."""
+"""Margin of claim ``table1-layer0-learns`` (committed with the data it tests, so counted as set after the data):
+the trained networks' layer-0 score must exceed the shuffled-label controls' by this many (pooled, ddof=1) seed
+standard deviations."""
 
 SD_FLOOR = 0.005
 """Smallest standard deviation the margin is measured in, so that a tiny difference between two
@@ -382,38 +383,50 @@ def _fig5_bounce(data: FigureData) -> float:
 
 COOCCURRENCE_CLAIMS = (
     Claim("thm5-cooccurrence", "Theorem 5 (reconstruction)",
-          "Binary latent tree, flip probability (1-rho)/2: P[l|m] = (1 + rho^(2H))/2, max gap exact vs closed form",
-          _closed_form_gap, "<", 1e-12),
+          r"Binary latent tree, flip probability $(1-\rho)/2$: $\mathbb P[l\mid m] = (1+\rho^{2H})/2$; max gap "
+          "between exact and closed form",
+          _closed_form_gap, "<", 1e-12,
+          kind="sanity", threshold_set="before-data"),
     Claim("thm5-monte-carlo", "Theorem 5 (reconstruction)",
           "Sampled sequences agree with the exact co-occurrence: worst |z| score (3 standard errors, as on the page)",
-          lambda d: max(float(np.abs(z).max()) for *_, z in _cooccurrence_rows(d)), "<=", 3.0),
+          lambda d: max(float(np.abs(z).max()) for *_, z in _cooccurrence_rows(d)), "<=", 3.0,
+          kind="companion", threshold_set="before-data"),
     Claim("thm5-decreasing-in-height", "Theorem 5",
           "Co-occurrence falls with the height H of the common ancestor: largest step-to-step change",
-          lambda d: max(float(np.diff(exact).max()) for _, _, exact, _ in _cooccurrence_rows(d)), "<", 0.0),
+          lambda d: max(float(np.diff(exact).max()) for _, _, exact, _ in _cooccurrence_rows(d)), "<", 0.0,
+          kind="paper", threshold_set="before-data"),
     Claim("thm5-one-minus-h-over-l", "Theorem 5",
-          "P[l|m] ~ 1 - H/L for rho = 1 - 1/L: error above the bound H(2H-1)/2L^2 (<= 0: within it)",
-          _approx_excess, "<=", 1e-15),
+          r"$\mathbb P[l\mid m] \approx 1 - H/L$ for $\rho = 1 - 1/L$: error above the bound $H(2H-1)/2L^2$ "
+          "(at most 0: within it)",
+          _approx_excess, "<=", 1e-15,
+          kind="sanity", threshold_set="before-data"),
 )
 FIG5_CLAIMS = (
     Claim("fig5-order", "Fig. 5, Theorem 5",
           "The query associates first with tokens whose common ancestor is lowest: smallest gap between "
-          "association times of successive heights", _association_order, ">", 0.0),
+          "association times of successive heights", _association_order, ">", 0.0,
+          kind="sanity", threshold_set="before-data"),
     Claim("fig5-sparse-then-dense", "Fig. 5",
           "Attention of the query drops by > 1 nat (sparse), then spreads back: rise after the minimum (nats)",
-          _fig5_bounce, ">", 0.5),
+          _fig5_bounce, ">", 0.5,
+          kind="paper", threshold_set="after-data",
+          threshold_note="the book's 0.5-nat bar, set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 1.16"),
 )
 TABLE1_CLAIMS = (
     Claim("table1-layer0-aligned", "Table 1",
           "Layer-0 hidden neurons align with the level-0 latents: worst setting's seed-mean best correlation",
-          lambda d: float(d["trained_mean"][:, 0, 0].min()), ">=", 0.8),
+          lambda d: float(d["trained_mean"][:, 0, 0].min()), ">=", 0.8,
+          kind="paper", threshold_set="before-data"),
     Claim("table1-layer0-above-layer1", "Table 1",
           "Layer 0 aligns with its level better than layer 1 with the next: smallest gap of the seed means",
-          lambda d: float((d["trained_mean"][:, 0, 0] - d["trained_mean"][:, 1, 1]).min()), ">", 0.0),
+          lambda d: float((d["trained_mean"][:, 0, 0] - d["trained_mean"][:, 1, 1]).min()), ">", 0.0,
+          kind="paper", threshold_set="before-data"),
     Claim("table1-quick-layer0-above-init", "Table 1",
           "Quick setting: training raises the layer-0 score above the untrained network's, mean gain over settings "
           "(the book finds the alignment is there at initialisation)",
           lambda d: float((d["trained_mean"][:, 0, 0] - d["init_mean"][:, 0, 0]).mean()), ">", 0.0,
-          book_says="fails"),
+          book_says="fails",
+          kind="companion", threshold_set="before-data"),
 )
 
 FIGURES = [
@@ -461,11 +474,14 @@ FIGURES = [
                   f"Training on the real labels raises the layer-0 alignment with level-0 latents more than "
                   f"training on shuffled labels does, by at least {LAYER0_MARGIN_SD:g} pooled seed standard "
                   f"deviations (ddof=1), in every setting.",
-                  layer0_learning_margin, ">=", LAYER0_MARGIN_SD, book_says=TABLE1_VERDICTS["table1-layer0-learns"]),
+                  layer0_learning_margin, ">=", LAYER0_MARGIN_SD, book_says=TABLE1_VERDICTS["table1-layer0-learns"],
+          kind="companion", threshold_set="after-data",
+          threshold_note="the margin of 2 pooled seed SDs was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is -2, far below"),
             Claim("table1-level-specific", "Table 1",
                   "After training, layer k aligns best with latent level k (k = 0, 1): its seed-mean score of level k "
                   "exceeds every other layer's, in every setting.",
-                  level_specificity, ">", 0.0, book_says=TABLE1_VERDICTS["table1-level-specific"]),
+                  level_specificity, ">", 0.0, book_says=TABLE1_VERDICTS["table1-level-specific"],
+          kind="paper", threshold_set="before-data"),
         ),
         default_tol=Tolerance(rtol=0.0, atol=1e-12),
         trained=True,
