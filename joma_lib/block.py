@@ -169,16 +169,18 @@ def init_state(spec: BlockSpec, seeds: Sequence[int], w_scale: float = 0.01, z_s
 
 def check_bags(spec: BlockSpec, X: np.ndarray, n_replicas: int) -> np.ndarray:
     """Validate the bags ``X`` ((M_C, N) shared, or (R, M_C, N) per replica); return them as (R, M_C, N)."""
-    X = np.asarray(X, dtype=float)
+    X = as_finite_array("X", X)
     if X.ndim == 2:
         X = np.broadcast_to(X, (n_replicas, *X.shape))
     if X.ndim != 3 or X.shape[:2] != (n_replicas, spec.n_context) or X.shape[2] < 1:
         raise ValueError(f"X must have shape (M_C, N) or (R, M_C, N) with M_C={spec.n_context}, R={n_replicas}, "
                          f"N >= 1; got {np.shape(X)}")
-    if not np.all(np.isfinite(X)) or np.any(X < 0):
-        raise ValueError("X (token frequencies) must be finite and >= 0")
+    if np.any(X < 0):
+        raise ValueError(f"X (token frequencies) must be >= 0, got a smallest entry of {float(X.min()):g}")
     if attention_kind(spec.attention).normalized and np.any(X.sum(axis=1) <= 0):
-        raise ValueError(f"X: every bag needs at least one token with x_l > 0 for {spec.attention} attention")
+        empty = np.argwhere(X.sum(axis=1) <= 0).tolist()
+        raise ValueError(f"X: every bag needs at least one token with x_l > 0 for {spec.attention} attention, got "
+                         f"{len(empty)} empty bag(s) at (replica, sample) {empty[:3]}")
     return X
 
 
@@ -201,7 +203,7 @@ def attention(z: torch.Tensor, X: torch.Tensor, kind: str, temperature: float) -
 
 def mean_attention(spec: BlockSpec, z: np.ndarray, X: np.ndarray) -> np.ndarray:
     """``b-bar = E_x[b]`` (R, M_C) for logits ``z`` (R, M_C): the mean attention of Theorem 1 (softmax)."""
-    z = np.asarray(z, dtype=float)
+    z = as_finite_array("z", z)
     if z.ndim != 2 or z.shape[1] != spec.n_context:
         raise ValueError(f"z must have shape (R, M_C) with M_C={spec.n_context}, got {z.shape}")
     X = check_bags(spec, X, z.shape[0])

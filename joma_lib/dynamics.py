@@ -45,7 +45,7 @@ SQRT2 = float(np.sqrt(2.0))
 def _check_delta(delta: object) -> np.ndarray:
     delta = as_finite_array("delta", delta, min_ndim=1)
     if np.any(np.max(np.abs(delta), axis=-1) == 0):
-        raise ValueError("delta must have at least one non-zero saliency per problem (max|delta| > 0)")
+        raise ValueError(f"delta must have at least one non-zero saliency per problem (max|delta| > 0), got {delta!r}")
     return delta
 
 
@@ -103,15 +103,26 @@ def erf_ratio(v: object, delta: object, scale: float = SQRT2) -> np.ndarray:
 
     The talk slides print ``erf(v_l(t)/2)``; ``scale=2`` evaluates that variant so the page
     can show numerically that it is *not* conserved by ``dv/dt = Delta o exp(v^2/2)``.
+    ``v`` may be infinite (past the blow-up, where ``erf = +-1``) but not NaN.
     """
-    v = np.asarray(v, dtype=np.float64)
+    try:
+        v = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"v must be an array of numbers, got {v!r}") from None
+    if np.isnan(v).any():
+        raise ValueError(f"v must contain no NaN (a NaN state has no erf ratio), got {v!r}")
     delta = as_finite_array("delta", delta, min_ndim=1, nonzero=True)
     try:
         np.broadcast_shapes(v.shape, delta.shape)
     except ValueError:
-        raise ValueError(f"v of shape {v.shape} must broadcast with delta of shape {delta.shape}") from None
+        raise ValueError(f"v must broadcast with delta of shape {delta.shape}, got shape {v.shape}") from None
     scale = check_float("scale", scale, 0, low_open=True)
-    return erf(v / scale) / delta
+    with np.errstate(over="ignore", divide="ignore"):
+        ratio = erf(v / scale) / delta
+    if not np.isfinite(ratio).all():
+        raise ValueError(f"delta is too small for erf(v/scale)/delta to be finite, got a smallest |delta| of "
+                         f"{float(np.min(np.abs(delta))):g}")
+    return ratio
 
 
 def integrate_linear(delta: object, t_eval: object, rtol: float = 1e-10, atol: float = 1e-12) -> np.ndarray:
@@ -159,7 +170,10 @@ def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
 
     Args:
         mu: targets, components on the last axis (any leading batch shape); non-zero.
-        t_eval: output times (non-decreasing, >= 0).
+        t_eval: output times (non-decreasing, >= 0). Late times are fine: ``u`` grows like
+            ``exp(mu^2/2) t``, finite up to ``t`` near ``1e300 exp(-mu^2/2)`` (``v`` is ``mu`` to the last bit
+            long before); a ``t_eval`` or a ``|mu|`` (above about 37, where ``exp(mu^2/2)`` overflows) that takes
+            ``u`` beyond float64 is refused with a ValueError.
         v0: initial value(s), broadcastable to ``mu``; ``v0 != mu`` componentwise.
     """
     mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
@@ -169,8 +183,14 @@ def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
     if np.any(delta0 == 0):
         raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
     m, s = mu.ravel(), np.sign(delta0).ravel()
-    u = integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
-                              -np.log(np.abs(delta0)), t_eval, rtol, atol)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, by name
+        u = integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
+                                  -np.log(np.abs(delta0)), t_eval, rtol, atol)
+    if not np.isfinite(u).all():
+        late = int(np.argmin(np.isfinite(u).reshape(len(t_eval), -1).all(axis=1)))
+        raise ValueError(f"u = ln(1/|1 - v/mu|) leaves float64 by t = {t_eval[late]:g} (it grows at the rate "
+                         f"exp(mu^2/2)): t_eval or |mu| must be smaller, got t_eval up to {t_eval[-1]:g} and |mu| up "
+                         f"to {float(np.max(np.abs(mu))):g}")
     v = mu * (1.0 - np.sign(delta0) * np.exp(-u))
     return NonlinearSolution(t_eval, v, u)
 
@@ -288,13 +308,22 @@ def fig4_mu(seed: int = 0, n: int = FIG4_N_TOKENS) -> np.ndarray:
     return np.sort((torch.rand(n, generator=gen) * 3 + 1).numpy().astype(np.float64))
 
 
+#: The smallest temperature accepted by :func:`softmax_attention` and :func:`simulate_softmax_attention`: at
+#: ``T = 1e-3`` the attention is already one-hot to machine precision for logit gaps ``v^2`` above 0.04, and
+#: smaller ones only push ``v^2 / T`` towards float64 overflow (NaN attention).
+MIN_TEMPERATURE = 1e-3
+#: The largest step accepted by :func:`simulate_softmax_attention`: with ``eta <= 2`` each nonlinear update
+#: ``v <- v + eta (mu - v) a`` (``0 <= a <= 1``) does not overshoot ``mu`` by more than it started from it.
+MAX_ETA = 2.0
+
+
 def softmax_attention(v: object, temperature: object = 3.0) -> np.ndarray:
     """Normalised attention ``softmax(v^2 / T)`` over the last axis (Figure 4's attention).
 
-    ``temperature`` is a positive scalar or an array broadcastable to ``v.shape[:-1]``.
+    ``temperature`` is a scalar or an array broadcastable to ``v.shape[:-1]``, at least :data:`MIN_TEMPERATURE`.
     """
     v = as_finite_array("v", v, min_ndim=1)
-    temp = _check_batch_param("temperature", temperature, v.shape[:-1])
+    temp = _check_batch_param("temperature", temperature, v.shape[:-1], low=MIN_TEMPERATURE)
     z = v * v / temp[..., None]
     z -= z.max(axis=-1, keepdims=True)
     a = np.exp(z)
@@ -316,11 +345,13 @@ def row_entropy(a: object) -> np.ndarray | float:
     return float(h) if h.ndim == 0 else h
 
 
-def _check_batch_param(name: str, value: object, batch_shape: tuple[int, ...]) -> np.ndarray:
-    """A positive parameter given as a scalar or as an array broadcastable to ``batch_shape``."""
+def _check_batch_param(name: str, value: object, batch_shape: tuple[int, ...], low: float = 0.0,
+                       high: float = np.inf) -> np.ndarray:
+    """A parameter in ``(0, high]`` and ``>= low``, given as a scalar or as an array broadcastable to ``batch_shape``."""
     arr = as_finite_array(name, value)
-    if np.any(arr <= 0):
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+    if np.any(arr <= 0) or np.any(arr < low) or np.any(arr > high):
+        allowed = f"[{low:g}, {high:g}]" if low > 0 else f"(0, {high:g}]"
+        raise ValueError(f"{name} must be in {allowed.replace('inf]', 'inf)')}, got {value!r}")
     try:
         return np.broadcast_to(arr, batch_shape)
     except ValueError as exc:
@@ -354,9 +385,10 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     Args:
         mu: targets (or saliencies), components on the last axis; leading axes are a batch.
         v0: initial value, scalar or broadcastable to ``mu`` (the paper: 0.05 for all).
-        eta: step size, positive scalar or array broadcastable to the batch shape ``mu.shape[:-1]``.
+        eta: step size in ``(0, MAX_ETA]``, scalar or array broadcastable to the batch shape ``mu.shape[:-1]``.
         n_steps: number of updates (the paper: 5000).
-        temperature: ``T`` in ``softmax(v^2/T)`` (the paper: 3); scalar or batch-broadcastable.
+        temperature: ``T`` in ``softmax(v^2/T)`` (the paper: 3), at least ``MIN_TEMPERATURE``; scalar or
+            batch-broadcastable.
         nonlinear: which update (see above).
         record_every: keep every ``record_every``-th state (and always the last one), which
             bounds memory for large batches.
@@ -369,8 +401,8 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     mu = as_finite_array("mu", mu, min_ndim=1)
     batch = mu.shape[:-1]
     v = np.array(np.broadcast_to(as_finite_array("v0", v0), mu.shape))
-    eta = _check_batch_param("eta", eta, batch)[..., None]
-    temp = _check_batch_param("temperature", temperature, batch)
+    eta = _check_batch_param("eta", eta, batch, high=MAX_ETA)[..., None]
+    temp = _check_batch_param("temperature", temperature, batch, low=MIN_TEMPERATURE)
     inv_t = (1.0 / temp)[..., None]
     n_steps = check_int("n_steps", n_steps, 0, 10_000_000)
     record_every = check_int("record_every", record_every, 1)
@@ -391,22 +423,24 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     constant_shift = nonlinear and bool(np.all(eta <= 1.0)) and bool(np.all(bound < 700.0))
     if constant_shift:
         shift[...] = bound
-    for step in range(1, n_steps + 1):
-        np.multiply(v, v, out=a)
-        a *= inv_t
-        if not constant_shift:
-            np.max(a, axis=-1, keepdims=True, out=shift)
-        a -= shift
-        np.exp(a, out=a)
-        a /= a.sum(axis=-1, keepdims=True)
-        a *= eta
-        v += (mu - v) * a if nonlinear else mu * a
-        if step % 64 == 0 and not np.isfinite(v).all():
-            raise ValueError(f"the dynamics diverged at step {step} of n_steps={n_steps} (v overflowed): reduce eta "
-                             f"(largest {float(np.max(eta)):g}; steps beyond 1 overshoot) or raise temperature")
-        if slot < steps.size and step == steps[slot]:
-            record[slot] = v
-            slot += 1
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, naming eta and T
+        for step in range(1, n_steps + 1):
+            np.multiply(v, v, out=a)
+            a *= inv_t
+            if not constant_shift:
+                np.max(a, axis=-1, keepdims=True, out=shift)
+            a -= shift
+            np.exp(a, out=a)
+            a /= a.sum(axis=-1, keepdims=True)
+            a *= eta
+            v += (mu - v) * a if nonlinear else mu * a
+            if (step % 64 == 0 or step == n_steps) and not np.isfinite(v).all():
+                raise ValueError(f"the dynamics diverged at step {step} of n_steps={n_steps} (v overflowed): reduce "
+                                 f"eta (largest {float(np.max(eta)):g}; steps beyond 1 overshoot) or |mu| (largest "
+                                 f"{float(np.max(np.abs(mu))):g}), or raise temperature")
+            if slot < steps.size and step == steps[slot]:
+                record[slot] = v
+                slot += 1
     attention = softmax_attention(record, temp)
     return SoftmaxRun(steps, record, attention, np.asarray(row_entropy(attention)))
 

@@ -54,9 +54,10 @@ def random_embedding_coherence(d_values: np.ndarray, n_tokens: int, n_draws: int
     n_tokens = check_int("n_tokens", n_tokens, 2)
     n_draws = check_int("n_draws", n_draws, 1)
     rng = np.random.default_rng(check_int("seed", seed, 0))
-    out = np.empty(len(d_values))
-    for i, d in enumerate(d_values):
-        d = check_int("d", int(d), 1)
+    d_list = [check_int(f"d_values[{i}]", int(d) if isinstance(d, float) and d.is_integer() else d, 1)
+              for i, d in enumerate(np.atleast_1d(np.asarray(d_values)).ravel().tolist())]
+    out = np.empty(len(d_list))
+    for i, d in enumerate(d_list):
         out[i] = np.mean([max_offdiagonal_cosine(rng.standard_normal((d, n_tokens))) for _ in range(n_draws)])
     return out
 

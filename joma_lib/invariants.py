@@ -47,8 +47,9 @@ def softmax_terms(V: np.ndarray, b_bar: np.ndarray, temperature: float = 1.0,
     scale = lr_ratio * kind.coefficient(temperature)
     with np.errstate(over="ignore", invalid="ignore"):
         sum_sq = (V**2).sum(axis=-1)
-        return (_finite("V, temperature, lr_ratio", scale * sum_sq),
-                _finite("V, temperature, lr_ratio, b_bar", -scale * b_bar * sum_sq.sum(axis=-1, keepdims=True)))
+        given = {"V": V, "temperature": temperature, "lr_ratio": lr_ratio}
+        return (_finite(scale * sum_sq, given),
+                _finite(-scale * b_bar * sum_sq.sum(axis=-1, keepdims=True), {**given, "b_bar": b_bar}))
 
 
 def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ratio: float = 1.0,
@@ -63,29 +64,35 @@ def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ra
     V = _check_V(V)
     kind, temperature, lr_ratio = _check_common(attention, temperature, lr_ratio)
     scale = lr_ratio * kind.coefficient(temperature)
+    given = {"V": V, "temperature": temperature, "lr_ratio": lr_ratio}
     with np.errstate(over="ignore"):
         sum_sq = (V**2).sum(axis=-1)
     if not kind.normalized:
         with np.errstate(over="ignore"):
-            return _finite("V, temperature, lr_ratio", scale * sum_sq)
+            return _finite(scale * sum_sq, given)
     if b_bar is None:
-        raise ValueError(f"b_bar (the mean attention) is required for attention={attention!r}")
-    b_bar = as_finite_array("b_bar (mean attention)", b_bar)
+        raise ValueError(f"b_bar (the mean attention) is required for attention={attention!r}, got None")
+    b_bar = check_broadcast("b_bar (mean attention)", as_finite_array("b_bar", b_bar), V.shape[:-1], "V.shape[:-1]")
     with np.errstate(over="ignore", invalid="ignore"):
-        return _finite("V, temperature, lr_ratio, b_bar", scale * sum_sq - scale * b_bar * sum_sq.sum(axis=-1, keepdims=True))
+        return _finite(scale * sum_sq - scale * b_bar * sum_sq.sum(axis=-1, keepdims=True), {**given, "b_bar": b_bar})
 
 
 def attention_potential(z: np.ndarray, attention: str) -> np.ndarray:
     """``G(z)`` of the kind: ``z^2`` for linear attention, ``z`` for exp and softmax."""
     kind = attention_kind(attention)
+    z = as_finite_array("z", z)
     with np.errstate(over="ignore"):
-        return _finite("z", kind.potential(as_finite_array("z", z)))
+        return _finite(kind.potential(z), {"z": z})
 
 
-def _finite(arguments: str, value: np.ndarray) -> np.ndarray:
-    """``value`` if every entry is finite; a ValueError naming the ``arguments`` that overflowed otherwise."""
+def _finite(value: np.ndarray, given: dict[str, Any]) -> np.ndarray:
+    """``value`` if every entry is finite; otherwise a ValueError naming the arguments ``given`` (name -> value) that
+    overflowed it, with their sizes (the largest magnitude of an array)."""
     if not np.all(np.isfinite(value)):
-        raise ValueError(f"{arguments} are too large: the result overflows float64")
+        sizes = ", ".join(f"max |{name}| = {np.max(np.abs(x), initial=0.0):g}" if np.ndim(x) else f"{name} = {x:g}"
+                          for name, x in given.items())
+        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} too large: the result overflows "
+                         f"float64, got {sizes}")
     return value
 
 
@@ -96,8 +103,15 @@ def reference_mean_attention(spec: BlockSpec, z0: np.ndarray, X: np.ndarray) -> 
 
 def invariant_gap(z: np.ndarray, V: np.ndarray, attention: str, temperature: float = 1.0,
                   lr_ratio: float = 1.0, b_bar: np.ndarray | None = None) -> np.ndarray:
-    """``G(z) - Q(V)``, shape (..., M_C): the quantity Theorem 1 says is the constant ``c``."""
-    return attention_potential(z, attention) - mlp_potential(V, attention, temperature, lr_ratio, b_bar)
+    """``G(z) - Q(V)``, shape (..., M_C): the quantity Theorem 1 says is the constant ``c``.
+
+    ``z`` (..., M_C) and ``V`` (..., M_C, K) must agree: ``V.shape[:-1]`` equal to ``z.shape``.
+    """
+    G, Q = attention_potential(z, attention), mlp_potential(V, attention, temperature, lr_ratio, b_bar)
+    if G.shape != Q.shape:
+        raise ValueError(f"V must have shape z.shape + (K,), got z of shape {np.shape(z)} and V of shape "
+                         f"{np.shape(V)}")
+    return G - Q
 
 
 def invariant_residual(z: np.ndarray, V: np.ndarray, attention: str, temperature: float = 1.0,
@@ -134,7 +148,7 @@ def normalized_correlation(a: np.ndarray, b: np.ndarray, eps: float = 1e-8) -> n
     try:
         a, b = np.broadcast_arrays(a, b)
     except ValueError:
-        raise ValueError(f"a of shape {a.shape} must broadcast with b of shape {b.shape}") from None
+        raise ValueError(f"a and b must broadcast together, got shapes {a.shape} and {b.shape}") from None
     if a.ndim < 1 or a.shape[-1] < 2:
         raise ValueError(f"a and b need at least 2 entries along the last axis, got shape {a.shape}")
     eps = check_float("eps", eps, 0)

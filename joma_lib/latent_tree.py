@@ -215,9 +215,10 @@ def cooccurrence_closed_form(rho: float, H: int, marginal: float = 0.5) -> float
     """
     rho = check_float("rho", rho, 0.0, 1.0, low_open=True)
     H = check_int("H", H, 0)
-    e = 2 * check_float("marginal", marginal, 0.0, 1.0, low_open=True) - 1
+    m = check_float("marginal", marginal, 0.0, 1.0, low_open=True)
     r = rho**H
-    return (1 + 2 * r * e + r * r) / (2 * (1 + r * e))
+    # the same ratio with 1 + 2 r e + r^2 = (1 - r)^2 + 4 r m and 1 + r e = (1 - r) + 2 r m: no 0/0 at rho = 1, m -> 0
+    return ((1 - r) ** 2 + 4 * r * m) / (2 * ((1 - r) + 2 * r * m))
 
 
 def cooccurrence_approx(H: int | np.ndarray, L: int) -> np.ndarray:
@@ -344,7 +345,9 @@ def attention_from_association(mu: np.ndarray, v: np.ndarray) -> np.ndarray:
     (last axis = tokens); rows are normalised to sum to 1.
     """
     mu = _check_targets(mu)
-    v = np.asarray(v, dtype=float)
+    if not np.any(mu > 0):
+        raise ValueError(f"mu must have at least one entry > 0 (a token to attend to), got {mu!r}")
+    v = as_finite_array("v", v, min_ndim=1)
     if v.shape[-1] != mu.size:
         raise ValueError(f"v must end with an axis of {mu.size} tokens, got shape {v.shape}")
     logits = np.where(mu > 0, np.log(np.where(mu > 0, mu, 1.0)) + v**2 / 2, -np.inf)

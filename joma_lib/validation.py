@@ -93,7 +93,7 @@ def check_broadcast(name: str, value: np.ndarray, shape: tuple[int, ...], what: 
             return np.broadcast_to(value, shape)
     except ValueError:
         pass
-    raise ValueError(f"{name} of shape {value.shape} must broadcast to {what} {shape}")
+    raise ValueError(f"{name} must broadcast to {what} {shape}, got shape {value.shape}")
 
 
 def check_fractions(name: str, value: object, n: int) -> tuple[float, ...]:

@@ -5,11 +5,17 @@ The cases found by probing by hand; ``tests/test_fuzz.py`` searches for more.
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
+import torch
 
-from joma_lib import block, dynamics, invariants, multilayer
+from joma_lib import block, dynamics, embeddings, invariants, latent_tree, multilayer
 from joma_lib.lm import data as lm_data
+from joma_lib.lm import metrics as lm_metrics
+from joma_lib.lm import train as lm_train
+from joma_lib.lm.model import TransformerLM
 
 
 def test_alignment_score_refuses_nan_instead_of_scoring_zero():
@@ -31,9 +37,21 @@ def test_softmax_terms_refuses_mismatched_shapes():
     assert a.shape == b.shape == (4,)
 
 
-def test_diverging_softmax_dynamics_name_the_parameters_to_reduce():
-    with pytest.raises(ValueError, match="diverged at step .*eta"):
+def test_softmax_dynamics_refuse_a_step_or_temperature_that_cannot_work():
+    """eta > 2 overshoots the target (issue 22: it used to fail later, blaming ``v``); T below 1e-3 overflows."""
+    with pytest.raises(ValueError, match=r"eta must be in \(0, 2\], got 1000000.0"):
         dynamics.simulate_softmax_attention(dynamics.fig4_mu(), eta=1e6, n_steps=300_000)
+    with pytest.raises(ValueError, match=r"temperature must be in \[0.001, inf\), got 1e-12"):
+        dynamics.simulate_softmax_attention(dynamics.fig4_mu(), temperature=1e-12, n_steps=10)
+    with pytest.raises(ValueError, match=r"temperature must be in \[0.001, inf\), got 1e-300"):
+        dynamics.softmax_attention(np.ones((2, 3)), 1e-300)
+
+
+@pytest.mark.parametrize("n_steps", [64, 100])
+def test_diverging_softmax_dynamics_name_the_parameters_to_reduce(n_steps):
+    """Huge saliencies in the linear update overflow within any step count (checked at the last step too)."""
+    with pytest.raises(ValueError, match="diverged at step .*eta"):
+        dynamics.simulate_softmax_attention(np.array([1e153, 2e153]), eta=2.0, n_steps=n_steps, nonlinear=False)
 
 
 @pytest.mark.parametrize("fractions, message", [
@@ -66,3 +84,75 @@ def test_what_the_widgets_call_refuses_values_it_cannot_honour(call, message):
     """The widgets' computations raise instead of silently changing a value (the panels show the message)."""
     with pytest.raises(ValueError, match=message):
         call()
+
+
+
+def _tiny_lm() -> TransformerLM:
+    return TransformerLM(vocab_size=7, n_layers=1, d=8, d_ff=8, dropout=0.0, max_len=6)
+
+
+#: issue 22's hostile re-probe: each call that was silent (garbage out) or deep (an error from inside numpy, torch
+#: or ipywidgets) and the message it gets now, naming the argument, what it must be and what it was
+PROBE_22 = {
+    "mean_attention(z=inf)": (lambda: block.mean_attention(
+        block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2), np.full((2, 4), np.inf),
+        block.dirichlet_bags(4, 3, 5, seed=0)[0]), "z must contain only finite numbers, got"),
+    "erf_ratio(v=nan)": (lambda: dynamics.erf_ratio([np.nan, 1.0], [1.0, 2.0]), "v must contain no NaN.*got"),
+    "erf_ratio(delta=5e-324)": (lambda: dynamics.erf_ratio([0.0, 1.0], [1.0, 5e-324]),
+                                "delta is too small .*got a smallest |delta| of 4.94066e-324"),
+    "batchify(too few ids)": (lambda: lm_data.batchify(torch.zeros(3, dtype=torch.int64), 2),
+                              r"ids must hold at least 2 tokens per stream \(2 \* n_streams = 4\), got 3 tokens"),
+    "softmax_attention(T=1e-300)": (lambda: dynamics.softmax_attention(np.ones((2, 3)), 1e-300),
+                                    r"temperature must be in \[0.001, inf\), got 1e-300"),
+    "integrate_nonlinear(t=1e307)": (lambda: dynamics.integrate_nonlinear([1.0, 3.0], [0.0, 1e307], v0=0.05),
+                                     r"leaves float64 by t = 1e\+307.*t_eval or \|mu\| must be smaller, got t_eval up to 1e\+307"),
+    "integrate_nonlinear(mu=40)": (lambda: dynamics.integrate_nonlinear([40.0], [0.0, 1.0]), "t_eval .*mu"),
+    "batchify(float ids)": (lambda: lm_data.batchify(torch.ones(12), 2),
+                            "ids must be an integer torch.Tensor .*got dtype torch.float32"),
+    "mean_attention_entropy(negative)": (lambda: lm_metrics.mean_attention_entropy(-torch.ones(2, 3, 3)),
+                                         r"attn must hold attention weights in \[0, 1\], got values in \[-1"),
+    "invariant_gap(shapes)": (lambda: invariants.invariant_gap(np.ones(4), np.ones((5, 3)), "exp"),
+                              r"V must have shape z.shape \+ \(K,\), got z of shape \(4,\) and V of shape \(5, 3\)"),
+    "simulate_softmax_attention(eta=1e6)": (lambda: dynamics.simulate_softmax_attention(
+        dynamics.fig4_mu(), eta=1e6, n_steps=10), r"eta must be in \(0, 2\], got 1000000.0"),
+    "attention_from_association(empty)": (lambda: latent_tree.attention_from_association(np.array([]), np.array([])),
+                                          "mu must have at least one entry > 0.*got"),
+    "random_embedding_coherence(d=nan)": (lambda: embeddings.random_embedding_coherence(np.array([np.nan]), 5),
+                                          r"d_values\[0\] must be an integer in \[1, inf\), got nan"),
+    "forward(id >= vocab)": (lambda: _tiny_lm()(torch.tensor([[1, 7]])),
+                             r"tokens must hold token ids in \[0, 6\] \(vocab_size=7\), got ids in \[1, 7\]"),
+    "loss(target < 0)": (lambda: _tiny_lm().loss(torch.tensor([[1, 2]]), torch.tensor([[-1, 2]])),
+                         r"targets .*got ids in \[-1, 2\]"),
+    "forward(seq > max_len)": (lambda: _tiny_lm()(torch.zeros((1, 7), dtype=torch.int64)),
+                               r"tokens must have a sequence length \(dim 1\) in \[1, max_len=6\], got 7"),
+    "collect([], [])": (lambda: lm_train.collect([], []), "runs and configs must be non-empty .*got 0 runs and 0"),
+    "collect(run without arrays)": (lambda: lm_train.collect([{"minibatch": np.arange(2)}], [lm_train.RunConfig()]),
+                                    r"runs\[0\] must be a run's result .*missing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROBE_22))
+def test_the_second_probe_gets_clear_errors(case):
+    call, message = PROBE_22[case]
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
+
+
+@pytest.mark.parametrize("panel, bad, message, good", [
+    ("theorems3_4.ModifiedMLPExplorer", {"temperature": 0}, r"temperature must be in \[0.25, 10\], got 0",
+     {"temperature": 2.0}),
+    ("theorems3_4.ModifiedMLPExplorer", {"n": -3}, r"n must be in \[2, 30\], got -3", {"n": 12}),
+    ("hierarchy.CooccurrenceExplorer", {"depth": 0}, r"depth must be in \[2, 20\], got 0", {"depth": 5}),
+    ("hierarchy.CooccurrenceExplorer", {"depth": 5, "height": 7}, r"height must be an integer in \[1, depth=5\], got 7",
+     {"depth": 5, "height": 4}),
+    ("theorem1.invariant_explorer", {"lr_ratio": 3.0}, r"lr_ratio must be one of \[0.25, .*\], got 3.0",
+     {"lr_ratio": 2.0}),
+])
+def test_panels_refuse_initial_values_instead_of_clamping_them(panel, bad, message, good):
+    """ipywidgets would clamp ``temperature=0`` to the slider's 0.25 (silent) or raise a TraitError (deep)."""
+    module, name = panel.split(".")
+    make = getattr(importlib.import_module(f"joma_lib.widgets.{module}"), name)
+    with pytest.raises(ValueError, match=message):
+        make(**bad)
+    values = make(**good).values
+    assert {k: values[k] for k in good} == good

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,6 +149,87 @@ def test_main_turns_os_and_runtime_errors_into_one_line(refs, monkeypatch, capsy
     assert "Traceback" not in captured.err
 
 
+# ------------------------------------------------------------------ issue 22: a malformed calibration block
+
+
+@pytest.mark.parametrize("calibration, problem", [
+    ({"arrays": {"y": {"atol": 1e-9}}}, "the field 'calibration.arrays.y.rtol' is missing"),
+    ({"arrays": {"y": {"rtol": "1e-6", "atol": 1e-9}}},
+     "the field 'calibration.arrays.y.rtol' must be a finite number >= 0, got '1e-6'"),
+    ({"arrays": {"y": {"rtol": 1e-6, "atol": -1.0}}}, "the field 'calibration.arrays.y.atol' must be a finite"),
+    ({"arrays": {"y": {"rtol": 1e-6, "atol": 0.0, "gpu_atol": [1]}}}, "'calibration.arrays.y.gpu_atol' must be"),
+    ({"arrays": {"y": 0.1}}, "the field 'calibration.arrays.y' must be an object"),
+    ({"arrays": [1, 2]}, "the field 'calibration.arrays' must be an object"),
+    ("fast", "the field 'calibration.arrays' must be an object"),
+])
+def test_malformed_calibration_is_one_error_line_and_later_figures_are_checked(refs, capsys, calibration, problem):
+    manifest_path = refs / "c-toy.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["calibration"] = calibration
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(harness.CorruptReferenceError, match="c-toy.json") as err:
+        harness.calibrated_tolerances("c-toy")
+    assert problem in str(err.value) and "calibrate c-toy" in str(err.value)
+    assert main(["verify", "c-toy", "c-toy2"]) == 1
+    captured = capsys.readouterr()
+    lines = _verdicts(captured.out)
+    assert "ERROR" in lines["c-toy"] and problem in lines["c-toy"]
+    assert lines["c-toy2"].rstrip().endswith("ok")  # the figure after the broken one is still checked
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_a_wellformed_calibration_sets_the_tolerances(refs):
+    manifest_path = refs / "c-toy.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["calibration"] = {"arrays": {"y": {"rtol": 0, "atol": 1e-9, "gpu_atol": None, "seed_spread": None}}}
+    manifest_path.write_text(json.dumps(manifest))
+    assert harness.calibrated_tolerances("c-toy") == {"y": harness.Tolerance(rtol=0.0, atol=1e-9, gpu_atol=None)}
+
+
+# ------------------------------------------------------------------ issue 22: a disk that fills up
+
+
+def _disk_fills_up_while_writing(monkeypatch, victim: str, fig_id: str = "c-toy") -> None:
+    """Fault injection: writing ``fig_id``'s ``victim`` output (png, npz or csv) stops half-way with ENOSPC."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def failing(real):
+        def write(*args: object, **kwargs: object) -> object:
+            path = Path(args[1] if victim == "png" else args[0])  # savefig(self, path) or write_x(path, data)
+            if path.name.startswith(f".{fig_id}.{victim}"):  # the temporary file of that output
+                path.write_bytes(b"half a file")
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(*args, **kwargs)
+        return write
+
+    owner, name = (Figure, "savefig") if victim == "png" else (harness, f"write_{victim}")
+    monkeypatch.setattr(owner, name, failing(getattr(owner, name)))
+
+
+@pytest.mark.parametrize("victim", ["png", "npz", "csv"])
+def test_a_full_disk_leaves_all_four_outputs_or_none_and_names_the_file(refs, tmp_path, monkeypatch, victim):
+    out = tmp_path / "out"
+    data = harness.compute("c-toy")
+    _disk_fills_up_while_writing(monkeypatch, victim)
+    with pytest.raises(OSError, match="No space left") as err:
+        harness.save_outputs("c-toy", harness.draw("c-toy", data), data, out)
+    assert err.value.errno == 28
+    assert f"c-toy.{victim}" in str(err.value) and "figure 'c-toy'" in str(err.value)
+    assert sorted(p.name for p in out.iterdir()) == []  # no partial set, no temporary files
+
+
+def test_make_goes_on_after_a_full_disk_and_names_the_file_and_figure(refs, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    _disk_fills_up_while_writing(monkeypatch, "csv")  # the issue's case: PNG, SVG and npz written, then the CSV fails
+    assert main(["make", "c-toy", "c-toy2", "--out", str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    error = next(line for line in lines if line.startswith("c-toy ERROR"))
+    assert "No space left" in error and str(out / "c-toy.csv") in error and "figure 'c-toy'" in error
+    assert sorted(p.name for p in out.iterdir()) == ["c-toy2.csv", "c-toy2.npz", "c-toy2.phone.png", "c-toy2.png", "c-toy2.svg"]
+
+
 # ---------------------------------------------------------------------------------------------------- case 8
 
 
@@ -182,7 +264,8 @@ def test_make_checks_the_output_folder_before_computing(refs, tmp_path, monkeypa
 
 class _SlowServer:
     """A local HTTP server whose paths misbehave: ``/stall`` never sends a body, ``/trickle`` sends a byte every
-    0.2 s forever, ``/ok`` serves ``payload``. Handler threads end when the server is closed."""
+    0.2 s forever, ``/slow-headers`` sends the status line and then one header byte every 0.5 s forever, ``/ok``
+    serves ``payload``. Handler threads end when the server is closed."""
 
     def __init__(self, payload: bytes) -> None:
         import http.server
@@ -197,6 +280,13 @@ class _SlowServer:
 
             def do_GET(self) -> None:
                 server.hits.append(self.path)
+                if self.path == "/slow-headers":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    self.wfile.flush()
+                    while not server.closed.wait(0.5):
+                        self.wfile.write(b"X")
+                        self.wfile.flush()
+                    return
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(server.payload) if self.path == "/ok" else 10**6))
                 self.end_headers()
@@ -232,14 +322,14 @@ def server():
     authors.forget_failed_downloads()
 
 
-@pytest.mark.parametrize("path", ["/stall", "/trickle"])
-def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_path, path):
+@pytest.mark.parametrize("path, why", [("/stall", "timed out"), ("/trickle", "deadline of 1.5 s")])
+def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_path, path, why):
     import time
 
     from joma_lib.lm.authors import OfficialDataMissing, download
 
     start = time.monotonic()
-    with pytest.raises(OfficialDataMissing, match="could not download"):
+    with pytest.raises(OfficialDataMissing, match=f"could not download .*{why}"):
         download(server.url + path, tmp_path / "f.pt", "0" * 64, timeout=0.5, deadline=1.5)
     assert time.monotonic() - start < 1.5 + 0.5 + 1.0  # deadline + at most one timeout, plus slack
     assert list(tmp_path.iterdir()) == []  # nothing half-written, no .part left
@@ -247,6 +337,19 @@ def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_pat
     with pytest.raises(OfficialDataMissing, match="earlier in this process"):
         download(server.url + path, tmp_path / "f.pt", "0" * 64, timeout=0.5, deadline=1.5)
     assert time.monotonic() - start < 0.1 and server.hits == [path]  # not retried
+
+
+def test_slow_headers_are_cut_off_by_the_deadline(server, tmp_path):
+    """The deadline covers connect and headers too: each header byte comes well within ``timeout``."""
+    import time
+
+    from joma_lib.lm.authors import OfficialDataMissing, download
+
+    start = time.monotonic()
+    with pytest.raises(OfficialDataMissing, match="deadline of 2 s"):
+        download(server.url + "/slow-headers", tmp_path / "f.pt", "0" * 64, timeout=1.0, deadline=2.0)
+    assert time.monotonic() - start < 2.0 + 1.0 + 1.0  # deadline + at most one timeout, plus slack (it hung forever)
+    assert list(tmp_path.iterdir()) == []  # no .part: the file is created only once the headers have arrived
 
 
 def test_a_good_download_still_works(server, tmp_path):

@@ -51,4 +51,4 @@ def test_make_writes_the_other_figures_and_exits_1(one_figure_raises, tmp_path, 
     assert main(["make", RAISING, OTHER, "--out", str(tmp_path)]) == 1
     assert f"{RAISING} ERROR: RuntimeError" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(
-        f"{OTHER}.{ext}" for ext in ("png", "svg", "npz", "csv"))
+        f"{OTHER}.{ext}" for ext in ("png", "svg", "npz", "csv", "phone.png"))

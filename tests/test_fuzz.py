@@ -1,14 +1,17 @@
-"""Property-based fuzz of the public API (issue 13): hostile arguments give a clear error, never garbage.
+"""Property-based fuzz of the public API (issues 13 and 22): hostile arguments give a clear error, never garbage.
 
-For each public function of the theory modules and of ``lm.data``/``lm.metrics`` every argument is drawn either
-from its valid range or from a list of hostile values (NaN, inf, negative or zero sizes, empty or wrongly shaped
-arrays, wrong types). Every call must either return finite numbers or raise ``ValueError``/``TypeError`` whose
-message names one of the function's arguments. Anything else (another exception from deep inside numpy or torch,
-a NaN or inf in the result) fails the test, with the arguments hypothesis found.
+For each public function family (the theory modules, ``lm.data``/``lm.metrics``/``lm.train``, the language
+model's ``forward``/``loss``, the widgets' panels) every argument is drawn either from its valid range or from a
+list of hostile values (NaN, inf, tiny and huge numbers, negative or zero sizes, empty or wrongly shaped arrays,
+token ids outside the vocabulary, wrong dtypes and types). Every call must either return finite numbers or raise
+``ValueError``/``TypeError`` whose message names one of the function's arguments and says what was given
+(``got ...``). Anything else (another exception from deep inside numpy, torch or ipywidgets, a NaN or inf in the
+result) fails the test, with the arguments hypothesis found.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 from collections.abc import Callable
@@ -20,11 +23,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from joma_lib import dynamics, embeddings, invariants, latent_tree, multilayer
+from joma_lib import block, dynamics, embeddings, invariants, latent_tree, multilayer
 from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
+from joma_lib.lm import model as lm_model
+from joma_lib.lm import train as lm_train
 
-HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308]
+HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9]
 HOSTILE_ARRAYS = [np.array([]), np.zeros((0, 3)), np.array([math.nan, 1.0]), np.array([[math.inf]]), np.ones((2, 3, 4)),
                   np.array(["a", "b"]), None, "text"]
 
@@ -52,6 +57,32 @@ def _tensor(shape: tuple[int, ...], low: float = -3.0, high: float = 3.0) -> st.
 
 def _attn() -> st.SearchStrategy[Any]:
     return st.sampled_from(["linear", "exp", "softmax", "Softmax", "", None])
+
+
+def _ids(shape: tuple[int, ...], vocab: int) -> st.SearchStrategy[Any]:
+    """Valid int64 token ids in ``[0, vocab)`` of ``shape``, or hostile ones: out of the vocabulary, negative, of a
+    float or bool dtype, of another shape (also too long), empty, not a tensor."""
+    n = int(np.prod(shape))
+    valid = st.lists(st.integers(0, vocab - 1), min_size=n, max_size=n).map(
+        lambda xs: torch.tensor(xs, dtype=torch.int64).reshape(shape))
+    hostile = st.sampled_from([torch.full(shape, vocab), torch.full(shape, -1), torch.zeros(shape),
+                               torch.zeros(shape, dtype=torch.bool), torch.zeros((2, 40), dtype=torch.int64),
+                               torch.zeros((3,), dtype=torch.int64), torch.zeros((2, 0), dtype=torch.int64),
+                               np.zeros(shape, dtype=np.int64), [1, 2, 3], None])
+    return st.one_of(valid, valid, hostile)
+
+
+SPEC = block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2, attention="softmax")
+BAGS = block.dirichlet_bags(4, 3, 6, seed=0)[0]
+TINY_LM = lm_model.TransformerLM(vocab_size=7, n_layers=1, d=8, d_ff=8, dropout=0.0, max_len=6).eval()
+RUN = {"minibatch": np.arange(3), "val_loss": np.ones(3), "train_loss": np.ones(3), "attn_entropy": np.ones((3, 1)),
+       "stable_rank": np.ones((3, 1))}
+RUN_CONFIG = lm_train.RunConfig(n_layers=1)
+
+
+def _widget(make: Callable[..., Any]) -> Callable[..., Any]:
+    """A panel built with ``kwargs`` as its initial values (the result: its current control values)."""
+    return lambda **kwargs: make(**kwargs).values
 
 
 #: function -> strategies of its arguments (by name)
@@ -92,6 +123,36 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "lm.metrics.uniform_causal_entropy": (lm_metrics.uniform_causal_entropy, {"t": _int(1, 50)}),
     "lm.metrics.stable_rank": (lm_metrics.stable_rank, {"w": _tensor((4, 3))}),
     "lm.metrics.mean_attention_entropy": (lm_metrics.mean_attention_entropy, {"attn": _tensor((2, 4, 4), 0, 1)}),
+    # issue 22: the families of the second hostile probe
+    "block.mean_attention": (lambda z, X: block.mean_attention(SPEC, z, X), {"z": _arr((2, 4)), "X": _arr((4, 6), 0, 1)}),
+    "dynamics.integrate_nonlinear": (dynamics.integrate_nonlinear, {
+        "mu": _arr((3,), 0.5, 4), "t_eval": st.one_of(_arr((3,), 0, 5), st.sampled_from([[0, 1e9], [0, 1e307]])),
+        "v0": _num(0, 0.4)}),
+    "invariants.invariant_gap": (invariants.invariant_gap, {
+        "z": st.one_of(_arr((4,)), _arr((5,))), "V": st.one_of(_arr((4, 3)), _arr((5, 3))), "attention": _attn(),
+        "temperature": _num(0.1, 5), "lr_ratio": _num(0.1, 5)}),
+    "latent_tree.attention_from_association": (latent_tree.attention_from_association, {
+        "mu": _arr((4,), 0, 3), "v": st.one_of(_arr((4,)), _arr((2, 4)))}),
+    "embeddings.random_embedding_coherence": (embeddings.random_embedding_coherence, {
+        "d_values": st.one_of(_arr((2,), 1, 40), st.sampled_from([[4, 2.5], [np.nan], [3, 0]])), "n_tokens": _int(2, 8),
+        "n_draws": _int(1, 3)}),
+    "lm.data.batchify": (lm_data.batchify, {"ids": _ids((12,), 50), "n_streams": _int(1, 5)}),
+    "lm.train.collect": (lm_train.collect, {
+        "runs": st.sampled_from([[RUN], [], [RUN, RUN], [{"minibatch": np.arange(3)}], [None], None]),
+        "configs": st.sampled_from([[RUN_CONFIG], [], [RUN_CONFIG, RUN_CONFIG], ["config"], None])}),
+    "lm.model.TransformerLM.forward": (lambda tokens: TINY_LM(tokens)[0], {"tokens": _ids((2, 5), 7)}),
+    "lm.model.TransformerLM.loss": (TINY_LM.loss, {"tokens": _ids((2, 5), 7), "targets": _ids((2, 5), 7)}),
+}
+
+#: the widgets' panels, built with hostile initial values (needs ipywidgets: imported lazily)
+WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
+    "widgets.theorems3_4.ModifiedMLPExplorer": ("joma_lib.widgets.theorems3_4", "ModifiedMLPExplorer", {
+        "n": _int(2, 30), "temperature": _num(0.25, 10), "eta": _num(0.005, 0.1), "n_steps": _int(100, 300),
+        "profile": st.sampled_from(["fig4", "linear", "cubic", None])}),
+    "widgets.hierarchy.CooccurrenceExplorer": ("joma_lib.widgets.hierarchy", "CooccurrenceExplorer", {
+        "depth": _int(2, 20), "height": _int(1, 20), "rho": _num(0.05, 1), "tie_rho": st.sampled_from([True, 1, "x"])}),
+    "widgets.theorem1.invariant_explorer": ("joma_lib.widgets.theorem1", "invariant_explorer", {
+        "attention": _attn(), "lr_ratio": st.sampled_from([0.25, 1.0, 3.0, math.nan]), "seed": _int(0, 9)}),
 }
 
 
@@ -111,14 +172,22 @@ def _finite(result: Any) -> bool:
 NONFINITE_BY_DESIGN = {
     "dynamics.linear_closed_form": "Theorem 2: v blows up at a finite time, after which it is inf",
     "dynamics.linear_limits": "Theorem 2: the limit of the most salient component is infinite",
-    "dynamics.erf_ratio": "a NaN component of v marks a problem without a solution and is passed through",
 }
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
-    func, strategies = CASES[name]
-    params = list(inspect.signature(func).parameters)
+def _params(func: Callable[..., Any], strategies: dict[str, Any]) -> list[str]:
+    """The argument names an error message may name (a lambda wrapper has those of its strategies)."""
+    return list(inspect.signature(func).parameters) + list(strategies)
 
-    @settings(max_examples=60, deadline=None, database=None, derandomize=True,
+
+@pytest.mark.parametrize("name", sorted(CASES) + sorted(WIDGETS))
+def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
+    if name in WIDGETS:
+        module, attr, strategies = WIDGETS[name]
+        func = _widget(getattr(importlib.import_module(module), attr))
+    else:
+        func, strategies = CASES[name]
+    params = _params(func, strategies)
+
+    @settings(max_examples=25 if name in WIDGETS else 60, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     @given(st.fixed_dictionaries(strategies))
     def check(kwargs: dict[str, Any]) -> None:
@@ -128,6 +197,7 @@ def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
         except (ValueError, TypeError) as err:
             message = str(err)
             assert any(p in message for p in params), f"{name}: the message {message!r} names no argument of {params}"
+            assert "got" in message, f"{name}: the message {message!r} does not say what was given"
             return
         assert name in NONFINITE_BY_DESIGN or _finite(result), f"{name}{kwargs} returned non-finite numbers: {result!r}"
 

@@ -52,7 +52,7 @@ def test_batchify_streams_are_contiguous_and_chunks_shift_by_one():
         get_chunk(streams, 3, 10)
     with pytest.raises(ValueError, match="n_streams"):
         batchify(ids, 0)
-    with pytest.raises(ValueError, match="too few"):
+    with pytest.raises(ValueError, match="at least 2 tokens per stream"):
         batchify(torch.arange(5), 4)
 
 

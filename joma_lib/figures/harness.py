@@ -18,7 +18,7 @@ import io
 import json
 import platform
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.cpu import onednn_isa_limit
 from joma_lib.device import on_gpu
-from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, write_npz
+from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
 from joma_lib.figures.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.figures.style import figure_style
@@ -90,17 +90,32 @@ def csv_name(fig_id: str, data: FigureData) -> str:
 
 def save_outputs(fig_id: str, fig: Figure, data: FigureData, out_dir: Path) -> list[Path]:
     """Write ``<fig_id>.png``, ``.svg``, ``.npz``, the CSV (:func:`csv_name`) and the phone layout
-    ``<fig_id>.phone.png`` (:func:`~joma_lib.figures.phone.stack_for_phone`) into ``out_dir``; return the paths."""
+    ``<fig_id>.phone.png`` (:func:`~joma_lib.figures.phone.stack_for_phone`) into ``out_dir``; return the paths.
+
+    All land or none does: each is written to a temporary file first, and they are renamed into place only when
+    all are written. A failed write (a full disk) raises an ``OSError`` that names the file and the figure, and
+    leaves neither temporary files nor a partial set behind (earlier files of the figure are kept).
+    """
     out_dir = Path(out_dir)
     paths = [out_dir / f"{fig_id}.{ext}" for ext in ("png", "svg", "npz")] + [out_dir / csv_name(fig_id, data),
                                                                               out_dir / f"{fig_id}.{PHONE_SUFFIX}"]
-    with figure_style():
-        phone = stack_for_phone(get_spec(fig_id).plot(data))
-        for path, drawn in ((paths[0], fig), (paths[1], fig), (paths[4], phone)):
-            with atomic_path(path) as tmp:
-                drawn.savefig(tmp, format=path.suffix[1:], bbox_inches="tight", metadata=_image_metadata(path, drawn))
-    write_npz(paths[2], data)
-    write_csv(paths[3], data)
+    current = paths[0]
+    try:
+        with figure_style():
+            phone = stack_for_phone(get_spec(fig_id).plot(data))
+
+            def image(drawn: Figure) -> Callable[[Path, Path], None]:
+                return lambda tmp, path: drawn.savefig(tmp, format=path.suffix[1:], bbox_inches="tight",
+                                                       metadata=_image_metadata(path, drawn))
+
+            writers = [image(fig), image(fig), lambda tmp, _: write_npz(tmp, data),
+                       lambda tmp, _: write_csv(tmp, data), image(phone)]
+            with atomic_paths(paths) as tmps:
+                for writer, tmp, current in zip(writers, tmps, paths):
+                    writer(tmp, current)
+    except OSError as err:
+        raise OSError(err.errno, f"could not write {current} of figure {fig_id!r} ({err.strerror or err}); "
+                                 f"none of its files {[p.name for p in paths]} was written") from err
     return paths
 
 
@@ -244,14 +259,48 @@ class Comparison:
 def calibrated_tolerances(fig_id: str, reference_dir: Path | None = None) -> dict[str, Tolerance]:
     """The tolerances measured by ``calibrate`` and stored in ``fig_id``'s reference json (empty if none).
 
-    See :mod:`joma_lib.figures.calibration`; they replace the spec's tolerances of trained figures.
+    See :mod:`joma_lib.figures.calibration`; they replace the spec's tolerances of trained figures. A malformed
+    ``calibration`` block (not an object, no ``arrays``, an array without ``rtol``/``atol``, a tolerance that is
+    not a finite number >= 0) raises :class:`CorruptReferenceError` naming the file and the field, which
+    ``verify`` reports for this figure before it goes on with the next.
     """
     json_path = reference_path(fig_id, reference_dir).with_suffix(".json")
-    record = json.loads(json_path.read_text()).get("calibration") if json_path.exists() else None
-    if not record:
+    if not json_path.exists():
         return {}
-    return {name: Tolerance(rtol=a["rtol"], atol=a["atol"], gpu_atol=a.get("gpu_atol"))
-            for name, a in record["arrays"].items()}
+
+    def corrupt(problem: str) -> CorruptReferenceError:
+        return CorruptReferenceError(
+            f"corrupt reference for {fig_id!r}: {json_path}: {problem}; re-run `python -m joma_lib.figures calibrate "
+            f"{fig_id}` (or restore the file from git)")
+
+    try:
+        record = json.loads(json_path.read_text()).get("calibration")
+    except (ValueError, AttributeError) as err:
+        raise corrupt(f"unreadable manifest ({type(err).__name__}: {err})") from None
+    if record is None or record == {}:
+        return {}
+    arrays = record.get("arrays") if isinstance(record, dict) else None
+    if not isinstance(arrays, dict):
+        raise corrupt(f"the field 'calibration.arrays' must be an object of per-array tolerances, got "
+                      f"{arrays if isinstance(record, dict) else record!r}")
+
+    def number(name: str, entry: dict[str, Any], key: str) -> float:
+        field = f"'calibration.arrays.{name}.{key}'"
+        if key not in entry:
+            raise corrupt(f"the field {field} is missing")
+        value = entry[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+            raise corrupt(f"the field {field} must be a finite number >= 0, got {value!r}")
+        return float(value)
+
+    tolerances = {}
+    for name, entry in arrays.items():
+        if not isinstance(entry, dict):
+            raise corrupt(f"the field 'calibration.arrays.{name}' must be an object, got {entry!r}")
+        gpu_atol = number(name, entry, "gpu_atol") if entry.get("gpu_atol") is not None else None
+        tolerances[name] = Tolerance(rtol=number(name, entry, "rtol"), atol=number(name, entry, "atol"),
+                                     gpu_atol=gpu_atol)
+    return tolerances
 
 
 def compare(spec: FigureSpec, new: FigureData, ref: FigureData, gpu: bool = False,

@@ -21,10 +21,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from joma_lib.io import InputCorruptError, InputUnavailableError, cache_dir
+from joma_lib.io import InputCorruptError, InputUnavailableError, cache_dir, fetch_url
 from joma_lib.validation import check_float, check_int
 
 SOURCE_URL = "https://github.com/facebookresearch/luckmatters/raw/yuandong3/ssl/real-dataset/joma/"
@@ -287,55 +283,32 @@ def forget_failed_downloads() -> None:
     _FAILED_DOWNLOADS.clear()
 
 
-def _remove_stale_parts(dest: Path, older_than: float) -> None:
-    """Delete ``.part`` files of ``dest`` left by a killed download (not touched for ``older_than`` seconds)."""
-    now = time.time()
-    for part in dest.parent.glob(f".{dest.name}.*.part"):
-        try:
-            if now - part.stat().st_mtime > older_than:
-                part.unlink()
-        except FileNotFoundError:  # removed meanwhile by another process
-            pass
-
-
 def download(url: str, dest: Path, sha256: str, timeout: float = 10.0, deadline: float = 120.0) -> Path:
     """Fetch ``url`` into ``dest`` atomically (temporary file, checksum, rename) and return ``dest``.
 
-    Fails fast: ``timeout`` seconds to connect and for each read, ``deadline`` seconds for the whole transfer
-    (checked after every read, so a server that trickles bytes is cut off too), no retries. Any network failure
-    becomes an :class:`OfficialDataMissing` that says how to supply the files offline, and is remembered: the same
-    url is not tried again in this process (:func:`forget_failed_downloads` resets that). ``dest`` is never
-    half-written; the ``.part`` file of a killed download is removed by a later call.
+    Fails fast (:func:`joma_lib.io.fetch_url`): ``timeout`` seconds to connect and for each read, ``deadline``
+    seconds for the whole exchange (connect, headers and body, so a server that trickles bytes anywhere is cut
+    off too), no retries. Any network failure becomes an :class:`OfficialDataMissing` that says how to supply the
+    files offline, and is remembered: the same url is not tried again in this process
+    (:func:`forget_failed_downloads` resets that). ``dest`` is never half-written and no ``.part`` file outlives a
+    failed call; the ``.part`` file of a killed download is removed by a later call.
     """
     timeout = check_float("timeout", timeout, 0.0, low_open=True)
     deadline = check_float("deadline", deadline, 0.0, low_open=True)
     if url in _FAILED_DOWNLOADS:
         raise OfficialDataMissing(f"could not download {url} earlier in this process ({_FAILED_DOWNLOADS[url]}); "
                                   f"not trying again. {_OFFLINE_HINT}")
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_parts(dest, older_than=max(deadline + timeout, 600.0))
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    stop = time.monotonic() + deadline
-    try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as response:
-                    while block := response.read1(1 << 16):
-                        out.write(block)
-                        if time.monotonic() > stop:
-                            raise TimeoutError(f"the transfer took longer than the deadline of {deadline:g} s")
-            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
-                _FAILED_DOWNLOADS[url] = str(err)
-                raise OfficialDataMissing(f"could not download {url} ({err}). {_OFFLINE_HINT}") from err
-        actual = sha256_of(tmp)
+
+    def check(part: Path) -> None:
+        actual = sha256_of(part)
         if actual != sha256:
             raise ChecksumError(f"{url} served a file with sha256 {actual}, expected {sha256}; nothing was saved")
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return dest
+
+    try:
+        return fetch_url(url, Path(dest), timeout, deadline, check)
+    except (http.client.HTTPException, OSError, ValueError) as err:
+        _FAILED_DOWNLOADS[url] = str(err)
+        raise OfficialDataMissing(f"could not download {url} ({err}). {_OFFLINE_HINT}") from err
 
 
 _OFFLINE_HINT = (f"Offline? Copy the authors' files {sorted(OFFICIAL_FILES)} into a directory and pass it as "

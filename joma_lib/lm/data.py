@@ -222,11 +222,15 @@ def batchify(ids: torch.Tensor, n_streams: int) -> torch.Tensor:
     Stream ``b`` holds tokens ``b*N .. (b+1)*N-1``; the remainder is dropped.
     """
     n_streams = check_int("n_streams", n_streams, 1)
+    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        kind = f"dtype {ids.dtype}" if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise TypeError(f"ids must be an integer torch.Tensor of token ids, got {kind}")
     if ids.ndim != 1:
         raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
     n = ids.numel() // n_streams
     if n < 2:
-        raise ValueError(f"{ids.numel()} tokens are too few for {n_streams} streams")
+        raise ValueError(f"ids must hold at least 2 tokens per stream (2 * n_streams = {2 * n_streams}), got "
+                         f"{ids.numel()} tokens for n_streams={n_streams}")
     return ids[: n * n_streams].view(n_streams, n).contiguous()
 
 

@@ -48,6 +48,9 @@ def mean_attention_entropy(attn: torch.Tensor) -> torch.Tensor:
     attn = check_tensor("attn", attn)
     if attn.ndim < 2 or attn.numel() == 0:
         raise ValueError(f"attn must be non-empty with at least 2 dimensions [query, key], got shape {tuple(attn.shape)}")
+    low, high = float(attn.min()), float(attn.max())
+    if low < 0.0 or high > 1.0:
+        raise ValueError(f"attn must hold attention weights in [0, 1], got values in [{low:g}, {high:g}]")
     return -(attn * torch.log(attn + ENTROPY_EPS)).sum(dim=-1).mean()
 
 
@@ -62,7 +65,7 @@ def check_tensor(name: str, value: object) -> torch.Tensor:
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
         raise TypeError(f"{name} must be a floating-point torch.Tensor, got {type(value).__name__}")
     if not bool(torch.isfinite(value).all()):
-        raise ValueError(f"{name} must contain only finite numbers")
+        raise ValueError(f"{name} must contain only finite numbers, got {value!r}")
     return value
 
 
@@ -73,7 +76,7 @@ def stable_rank(w: torch.Tensor) -> float:
         raise ValueError(f"w must be a non-empty matrix, got shape {tuple(w.shape)}")
     s = torch.linalg.svdvals(w.detach().double())
     if s[0] == 0:
-        raise ValueError("w is the zero matrix, whose stable rank is undefined")
+        raise ValueError(f"w must not be the zero matrix (its stable rank is undefined), got {w!r}")
     return float((s**2).sum() / s[0] ** 2)
 
 

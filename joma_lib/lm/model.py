@@ -242,10 +242,10 @@ class TransformerLM(nn.Module):
     def hidden(self, tokens: torch.Tensor, return_attention: bool = False
                ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Last layer's output ``[B, T, d]`` and, when ``return_attention``, one ``[B, T, T]`` map per layer."""
-        if tokens.ndim != 2 or tokens.dtype != torch.int64:
-            raise ValueError(f"tokens must be an int64 tensor [batch, time], got {tokens.dtype} {tuple(tokens.shape)}")
+        self._check_ids("tokens", tokens)
         if not 1 <= tokens.shape[1] <= self.max_len:
-            raise ValueError(f"sequence length must be in [1, {self.max_len}], got {tokens.shape[1]}")
+            raise ValueError(f"tokens must have a sequence length (dim 1) in [1, max_len={self.max_len}], got "
+                             f"{tokens.shape[1]}")
         x = self.drop(self.embedding(tokens) * math.sqrt(self.d) + self.pe[: tokens.shape[1]])
         maps = []
         for layer in self.layers:
@@ -253,6 +253,20 @@ class TransformerLM(nn.Module):
             if attn is not None:
                 maps.append(attn)
         return x, maps
+
+    def _check_ids(self, name: str, ids: object) -> None:
+        """``ids`` must be an int64 tensor ``[batch, time]`` of token ids in ``[0, vocab_size)``; TypeError or
+        ValueError naming ``name`` otherwise (an id out of range would fail deep in the embedding's lookup)."""
+        if not isinstance(ids, torch.Tensor):
+            raise TypeError(f"{name} must be an int64 torch.Tensor [batch, time] of token ids, got "
+                            f"{type(ids).__name__}")
+        if ids.ndim != 2 or ids.dtype != torch.int64:
+            raise ValueError(f"{name} must be an int64 tensor [batch, time], got {ids.dtype} {tuple(ids.shape)}")
+        if ids.numel():
+            low, high = (int(x) for x in torch.aminmax(ids))
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(f"{name} must hold token ids in [0, {self.vocab_size - 1}] (vocab_size="
+                                 f"{self.vocab_size}), got ids in [{low}, {high}]")
 
     def forward(self, tokens: torch.Tensor, return_attention: bool = False
                 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -267,6 +281,7 @@ class TransformerLM(nn.Module):
         read-out (blockwise, loss accumulated in fp32); the parameters and their gradients stay fp32.
         """
         x, _ = self.hidden(tokens)
+        self._check_ids("targets", targets)
         if targets.shape != tokens.shape:
             raise ValueError(f"targets must have the shape of tokens {tuple(tokens.shape)}, got {tuple(targets.shape)}")
         device_type = x.device.type

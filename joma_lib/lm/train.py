@@ -510,14 +510,30 @@ def sweep_configs(base: RunConfig, layers: Sequence[int], lrs: Sequence[float], 
     return [replace(base, n_layers=n, lr=lr, seed=s).validated() for n in layers for lr in lrs for s in seeds]
 
 
+#: the arrays of a run's result that :func:`collect` stacks
+RUN_KEYS = frozenset({"minibatch", "val_loss", "train_loss", "attn_entropy", "stable_rank"})
+
+
 def collect(runs: Sequence[Mapping[str, np.ndarray]], configs: Sequence[RunConfig]) -> dict[str, np.ndarray]:
     """Stack runs into the sweep structure the Fig. 6/8 plots take.
 
     ``minibatch``/``val_loss``/``train_loss`` ``[R, C]``, ``attn_entropy``/``stable_rank``
     ``[R, C, Lmax]`` (NaN beyond a run's depth or length), ``nlayers``, ``lr``, ``seed`` ``[R]``.
     """
+    for name, value in (("runs", runs), ("configs", configs)):
+        if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+            raise TypeError(f"{name} must be a list, got {type(value).__name__}")
     if len(runs) != len(configs) or not runs:
-        raise ValueError(f"need one result per config and at least one, got {len(runs)} and {len(configs)}")
+        raise ValueError(f"runs and configs must be non-empty and of equal length (one result per config), got "
+                         f"{len(runs)} runs and {len(configs)} configs")
+    for i, (run, cfg) in enumerate(zip(runs, configs, strict=True)):
+        if not isinstance(cfg, RunConfig):
+            raise TypeError(f"configs[{i}] must be a RunConfig, got {type(cfg).__name__}")
+        missing = RUN_KEYS - set(run) if isinstance(run, Mapping) else RUN_KEYS
+        if missing:
+            raise ValueError(f"runs[{i}] must be a run's result with the arrays {sorted(RUN_KEYS)}, got "
+                             f"{sorted(run) if isinstance(run, Mapping) else type(run).__name__} "
+                             f"(missing {sorted(missing)})")
     n_ckpt = max(len(r["minibatch"]) for r in runs)
     n_layers = max(c.n_layers for c in configs)
     out = {"minibatch": np.full((len(runs), n_ckpt), -1, dtype=np.int64)}

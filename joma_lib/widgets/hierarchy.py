@@ -86,15 +86,18 @@ class CooccurrenceExplorer(Panel):
         style = {"description_width": "10em"}
         slider = {"continuous_update": False, "style": style, "layout": widgets.Layout(width="26em")}
         controls = {
-            "depth": widgets.IntSlider(value=depth, min=2, max=20, description="tree height L", **slider),
-            "tie_rho": widgets.Checkbox(value=tie_rho, description="rho = 1 - 1/L", style=style),
-            "rho": widgets.FloatSlider(value=rho, min=0.05, max=1.0, step=0.005, description="polarity rho",
+            "depth": widgets.IntSlider(min=2, max=20, description="tree height L", **slider),
+            "tie_rho": widgets.Checkbox(description="rho = 1 - 1/L", style=style),
+            "rho": widgets.FloatSlider(min=0.05, max=1.0, step=0.005, description="polarity rho",
                                        readout_format=".3f", **slider),
             "channel": widgets.Dropdown(options=list(CHANNELS), description="channel", style=style,
                                         layout=widgets.Layout(width="26em")),
-            "height": widgets.IntSlider(value=height, min=1, max=depth, description="highlight H", **slider),
+            "height": widgets.IntSlider(min=1, max=20, description="highlight H", **slider),
         }
-        super().__init__(controls, cooccurrence_view, CooccurrenceDrawing(), summary=cooccurrence_summary)
+        if isinstance(depth, int) and isinstance(height, int) and 2 <= depth < height <= 20:  # its max follows L
+            raise ValueError(f"height must be an integer in [1, depth={depth}], got {height!r}")
+        super().__init__(controls, cooccurrence_view, CooccurrenceDrawing(), summary=cooccurrence_summary,
+                         initial={"depth": depth, "tie_rho": tie_rho, "rho": rho, "height": height})
 
     def link(self) -> None:
         """The highlighted height stays within the tree; a tied ``rho`` follows ``L`` (and is greyed out)."""

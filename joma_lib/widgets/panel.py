@@ -47,6 +47,8 @@ class PanelBox(widgets.HBox):
 
 def control_error(name: str, control: widgets.ValueWidget, value: Any) -> str | None:
     """Why ``control`` cannot show ``value`` (the message names the control and its allowed values), or None."""
+    if isinstance(control, widgets.Checkbox):
+        return None if isinstance(value, bool) else f"{name} must be True or False, got {value!r}"
     options = getattr(control, "options", None)
     if options is not None:
         allowed = [opt[1] if isinstance(opt, tuple) else opt for opt in options]
@@ -68,12 +70,21 @@ class Panel:
 
     ``summary(result, values)`` gives the status line (HTML); ``legend`` is a fixed caption under the image.
     Subclasses may override :meth:`link` to adjust dependent controls before each computation.
+
+    ``initial`` sets controls by name before the first drawing. Unlike a control built with a ``value`` (which
+    ipywidgets silently clamps into its range, or refuses with a TraitError), a value a control cannot take is
+    refused with a ValueError that names the control, its allowed values and the value given.
     """
 
     def __init__(self, controls: Mapping[str, widgets.ValueWidget], compute: Callable[..., Any],
                  draw: Callable[[Any, Values], Figure], summary: Callable[[Any, Values], str] | None = None,
-                 legend: str = "", dpi: float = 80) -> None:
+                 legend: str = "", dpi: float = 80, initial: Mapping[str, Any] | None = None) -> None:
         self.controls = dict(controls)
+        for name, value in (initial or {}).items():
+            message = control_error(name, self.controls[name], value)
+            if message is not None:
+                raise ValueError(message)
+            self.controls[name].value = value
         self.compute, self.draw, self.summary = compute, draw, summary
         self.legend, self.dpi = legend, dpi
         self.image = widgets.Image(format="png")

@@ -102,14 +102,15 @@ def invariant_explorer(attention: str = "exp", phi: str = "relu", lr_ratio: floa
     from joma_lib.widgets.panel import Panel
 
     controls = {
-        "attention": widgets.Dropdown(options=list(ATTENTIONS), value=attention, description="attention"),
-        "phi": widgets.Dropdown(options=list(ACTIVATIONS), value=phi, description="phi"),
-        "lr_ratio": widgets.SelectionSlider(options=list(LR_RATIOS), value=lr_ratio, description="eta_z/eta_w"),
-        "seed": widgets.IntSlider(value=seed, min=0, max=9, description="seed"),
+        "attention": widgets.Dropdown(options=list(ATTENTIONS), description="attention"),
+        "phi": widgets.Dropdown(options=list(ACTIVATIONS), description="phi"),
+        "lr_ratio": widgets.SelectionSlider(options=list(LR_RATIOS), description="eta_z/eta_w"),
+        "seed": widgets.IntSlider(min=0, max=9, description="seed"),
     }
     return Panel(controls, simulate, CheckDrawing(),
                  summary=lambda data, values: f"final residual {data['residual'][-1]:.1e} "
-                                              f"(ratio ignored: {data['residual_unscaled'][-1]:.1e})")
+                                              f"(ratio ignored: {data['residual_unscaled'][-1]:.1e})",
+                 initial={"attention": attention, "phi": phi, "lr_ratio": lr_ratio, "seed": seed})
 
 
 def invariant_panel(**initial: Any) -> ipywidgets.Widget:

@@ -132,22 +132,23 @@ class ModifiedMLPExplorer(Panel):
         slider = {"continuous_update": False, "style": style, "layout": layout}
         controls: dict[str, widgets.ValueWidget] = {
             "profile": widgets.Dropdown(options=[("Fig. 4 random draw", "fig4"), ("even ramp", "linear"),
-                                                 ("geometric ramp", "geometric")], value=profile,
+                                                 ("geometric ramp", "geometric")],
                                         description="mu / Delta from", style=style, layout=layout),
-            "n": widgets.IntSlider(value=n, min=2, max=30, description="tokens n", **slider),
-            "low": widgets.FloatSlider(value=low, min=0.1, max=4.0, step=0.1, description="smallest", **slider),
-            "high": widgets.FloatSlider(value=high, min=0.2, max=6.0, step=0.1, description="largest", **slider),
-            "seed": widgets.IntSlider(value=seed, min=0, max=50, description="draw seed", **slider),
-            "nonlinear": widgets.ToggleButtons(options=list(MODES.items()), value=nonlinear,
-                                               description="update", style=style),
-            "temperature": widgets.FloatSlider(value=temperature, min=0.25, max=10.0, step=0.25,
-                                               description="temperature \u03c4\u1d65", **slider),
-            "eta": widgets.FloatSlider(value=eta, min=0.005, max=0.1, step=0.005, readout_format=".3f",
+            "n": widgets.IntSlider(min=2, max=30, description="tokens n", **slider),
+            "low": widgets.FloatSlider(min=0.1, max=4.0, step=0.1, description="smallest", **slider),
+            "high": widgets.FloatSlider(min=0.2, max=6.0, step=0.1, description="largest", **slider),
+            "seed": widgets.IntSlider(min=0, max=50, description="draw seed", **slider),
+            "nonlinear": widgets.ToggleButtons(options=list(MODES.items()), description="update", style=style),
+            "temperature": widgets.FloatSlider(min=0.25, max=10.0, step=0.25, description="temperature \u03c4\u1d65",
+                                               **slider),
+            "eta": widgets.FloatSlider(min=0.005, max=0.1, step=0.005, readout_format=".3f",
                                        description="step eta", **slider),
-            "n_steps": widgets.IntSlider(value=n_steps, min=100, max=10_000, step=100, description="steps", **slider),
+            "n_steps": widgets.IntSlider(min=100, max=10_000, step=100, description="steps", **slider),
         }
         self.drawing = Fig4Drawing()
-        super().__init__(controls, simulate_profile, self.drawing, summary=entropy_summary, legend=LEGEND, dpi=72)
+        super().__init__(controls, simulate_profile, self.drawing, summary=entropy_summary, legend=LEGEND, dpi=72,
+                         initial={"profile": profile, "n": n, "low": low, "high": high, "seed": seed,
+                                  "nonlinear": nonlinear, "temperature": temperature, "eta": eta, "n_steps": n_steps})
 
 
 def modified_mlp_panel(**initial: Any) -> widgets.Widget:
