@@ -12,9 +12,10 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
-def fig_data():
-    """Fresh data of the paper figures (about 6 s on one core), also compared with the committed reference."""
-    data = {fig_id: compute(fig_id) for fig_id in ("fig2a", "fig2b", "fig3")}
+def fig_data(figure_data):
+    """Data of the paper figures (computed in about 6 s on one core unless kept by the book build), compared with
+    the committed reference."""
+    data = {fig_id: figure_data(fig_id) for fig_id in ("fig2a", "fig2b", "fig3")}
     for fig_id, fresh in data.items():
         outcome = compare(get_spec(fig_id), fresh, load_reference(fig_id))
         assert outcome.passed, f"{fig_id}: {outcome}"
