@@ -5,7 +5,8 @@
 #      plus ipykernel and nbclient, which Colab and Binder have;
 #   3. convert every chapter to .ipynb (jupytext) in a scratch folder outside the repository;
 #   4. execute each top to bottom with that folder as working directory; each notebook's install cell
-#      installs the wheel (JOMA_WHEEL) the first time joma_lib is missing, as it would install from GitHub.
+#      installs the wheel (JOMA_WHEEL) the first time joma_lib is missing, as it would install from GitHub;
+#      with a figure store from the book build (JOMA_FIGURE_STORE), the trained figures' data are reused (below).
 # Chapters that need the authors' files or the internet fall back to the committed data, as in the book.
 # The fresh venv of step 2 is built once per set of requirements and kept (see below); executing the chapters dominates.
 set -euo pipefail
@@ -55,6 +56,21 @@ mkdir "$work/notebooks"
 for md in $(grep -l '^kernelspec:' book/*.md); do
   .venv/bin/jupytext --quiet --to ipynb -o "$work/notebooks/$(basename "${md%.md}").ipynb" "$md"
 done
+
+# Training networks is most of a chapter's cost. Given the figure store of this run's book build
+# (JOMA_FIGURE_STORE, set by .ci/run), the chapters draw the kept data of the figures that train a network
+# (FigureSpec.trained; `verify --from` compares those same data with their references) from a copy of it; every
+# other figure is computed by the library installed from the wheel, as a reader's notebook computes it.
+if [ -n "${JOMA_FIGURE_STORE:-}" ] && [ -d "$JOMA_FIGURE_STORE" ]; then
+  mkdir "$work/figure_data"
+  for fig in $(.venv/bin/python -c "from joma_lib.figures.calibration import trained_figure_ids as t; print(*t())"); do
+    cp "$JOMA_FIGURE_STORE/$fig".* "$work/figure_data/" 2>/dev/null || true
+  done
+  echo "trained figures drawn from the book build's data: $(cd "$work/figure_data" && ls -- *.npz 2>/dev/null | xargs)"
+  export JOMA_FIGURE_STORE="$work/figure_data"
+else
+  unset JOMA_FIGURE_STORE
+fi
 
 cd "$work/notebooks"
 export JOMA_WHEEL="$wheel"
