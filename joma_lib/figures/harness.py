@@ -33,7 +33,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.cpu import onednn_isa_limit
+from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, write_npz
 from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance, get_spec
@@ -320,6 +320,8 @@ def load_stored(fig_id: str, store: Path) -> FigureData | None:
         return None
     data = load_reference(fig_id, store)  # sha256, names, shapes and dtypes against its manifest
     manifest = json.loads(path.with_suffix(".json").read_text())
+    if get_spec(fig_id).trained:
+        bf16_support()  # sets this machine's oneDNN ceiling in this process, as training the figure would first
     same_isa = manifest.get("environment", {}).get("onednn_isa_limit") == onednn_isa_limit()
     return data if same_isa and manifest.get("params") == _params_json(fig_id) else None
 
