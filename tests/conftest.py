@@ -12,6 +12,7 @@ that a CI run computes each figure once; their comparison with the reference is 
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,11 +39,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def figure_data() -> Callable[[str], dict[str, np.ndarray]]:
-    """``figure_data(fig_id)``: the figure's data with its registered params, from the figure store when kept there."""
-    from pathlib import Path
-
-    from joma_lib.figures.harness import stored_or_computed
+def kept_figure_data() -> Callable[[str], dict[str, np.ndarray] | None]:
+    """``kept_figure_data(fig_id)``: the data a book build kept in the figure store for this setting, else None."""
+    from joma_lib.figures.harness import load_stored
 
     store = Path(FIGURE_STORE) if FIGURE_STORE else None
-    return lambda fig_id: stored_or_computed(fig_id, store)[0]
+    return lambda fig_id: load_stored(fig_id, store) if store is not None else None
+
+
+@pytest.fixture(scope="session")
+def figure_data(kept_figure_data) -> Callable[[str], dict[str, np.ndarray]]:
+    """``figure_data(fig_id)``: the figure's data with its registered params, from the figure store when kept there."""
+    from joma_lib.figures.harness import compute
+
+    def data(fig_id: str) -> dict[str, np.ndarray]:
+        kept = kept_figure_data(fig_id)
+        return kept if kept is not None else compute(fig_id)
+
+    return data
