@@ -457,17 +457,17 @@ def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
     traces += [
         Trace(y=grid["entropy"], x=steps, name="entropy", color="black", panel=1, style={"line": {"width": 2.2}}),
         Trace(y=np.repeat(limit[..., None], 2, axis=-1), x=ends, color="firebrick", panel=1,
-              name="H(softmax(\u03bc\u00b2/T)), the fixed point v = \u03bc", style={"line": {"dash": "dot"}}),
+              name="H(softmax(\u03bc\u00b2/\u03c4\u1d65)), the fixed point v = \u03bc", style={"line": {"dash": "dot"}}),
         Trace(y=np.full(shape + (2,), np.log(d)), x=ends, name=f"uniform, ln {d}", color="grey", panel=1,
               style={"line": {"dash": "dash", "width": 1}}),
     ]
-    titles = np.array([[[f"{_TITLES[m]}<br>spread of \u03bc = {s:g}, T = {t:g}" for t in temps] for s in spreads]
+    titles = np.array([[[f"{_TITLES[m]}<br>spread of \u03bc = {s:g}, \u03c4\u1d65 = {t:g}" for t in temps] for s in spreads]
                        for m in MODES])
     return Explorer(
         controls=(Control("mode", "update", MODES, kind="buttons",
                           labels=("linear (Theorem 2)", "nonlinear (Theorem 4)")),
                   Control("spread", "spread of \u03bc (max \u2212 min)", tuple(float(s) for s in spreads)),
-                  Control("temperature", "temperature T", tuple(float(t) for t in temps))),
+                  Control("temperature", "temperature \u03c4\u1d65", tuple(float(t) for t in temps))),
         panels=(Panel("step", "components v<sub>j</sub>(t) (colour: rank of \u03bc<sub>j</sub>)"),
                 Panel("step", "attention entropy H(a(t))", y_axis={"rangemode": "tozero"})),
         traces=tuple(traces), titles=titles,

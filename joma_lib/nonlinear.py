@@ -163,3 +163,45 @@ def nearest_centre(v: object, mixture: ClusterMixture) -> tuple[np.ndarray, np.n
     unit_c = mixture.centres / np.linalg.norm(mixture.centres, axis=1, keepdims=True)
     cos = (v / np.linalg.norm(v, axis=-1, keepdims=True)) @ unit_c.T
     return np.argmax(cos, axis=-1), np.max(cos, axis=-1)
+
+
+def two_cluster_mixture(sigma: float = 0.2) -> ClusterMixture:
+    """Two clusters in 2-D, centres ``e_1`` and ``e_2``, equal weights, both pulling (``E[g | c] = +1``)."""
+    return ClusterMixture(np.eye(2), np.array([0.5, 0.5]), np.array([1.0, 1.0]), sigma)
+
+
+def decayed_update(v: object, bias: float, mixture: ClusterMixture, weight_decay: float,
+                   activation: str = "relu") -> np.ndarray:
+    """``dv/dt = F(v) - lambda v``: the expected update of the node (eq-relu-update, or ``E[g x]`` when
+    linear) plus weight decay ``lambda``. ``v`` has shape ``(..., d)``.
+
+    ``F`` is bounded (every gate is between 0 and 1), so any ``lambda > 0`` keeps ``||v||`` finite and every
+    fixed point solves ``v = F(v) / lambda``: the finite resting point ``mu`` of the (reconstructed) Theorem 3.
+    For a linear node ``F = E[g x]`` is constant and ``mu = E[g x] / lambda``, the saliency divided by ``lambda``.
+    """
+    check_choice("activation", activation, ("relu", "linear"))
+    lam = check_float("weight_decay", weight_decay, 0, low_open=True)
+    v = as_finite_array("v", v, min_ndim=1)
+    f = (expected_relu_update(v, check_float("bias", bias), mixture)[0] if activation == "relu"
+         else np.broadcast_to(expected_linear_update(mixture), v.shape))
+    return f - lam * v
+
+
+def decayed_trajectories(mixture: ClusterMixture, v0: object, t_eval: object, bias: float = -0.6,
+                         weight_decay: float = 0.5, activation: str = "relu") -> np.ndarray:
+    """Gradient flow ``dv/dt = F(v) - lambda v`` (:func:`decayed_update`) from each row of ``v0``; shape (T, R, d).
+
+    Unlike :func:`sphere_trajectories` nothing constrains the norm: weight decay alone brings the node to rest.
+    A ReLU start whose gates are all closed decays towards ``v = 0`` (a dead node), where the update is undefined;
+    the starts must keep a gate open.
+    """
+    t_eval = check_times("t_eval", t_eval)
+    v0 = as_finite_array("v0", v0, min_ndim=2)
+    if v0.ndim != 2 or v0.shape[1] != mixture.centres.shape[1]:
+        raise ValueError(f"v0 must have shape (R, {mixture.centres.shape[1]}), got {v0.shape}")
+    decayed_update(v0, bias, mixture, weight_decay, activation)  # validates the parameters once, up front
+
+    def rhs(v: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return decayed_update(v, bias, mixture, weight_decay, activation)
+
+    return integrate_autonomous(rhs, v0, t_eval, rtol=1e-8, atol=1e-10)

@@ -7,12 +7,15 @@ import pytest
 
 from joma_lib.nonlinear import (
     ClusterMixture,
+    decayed_trajectories,
+    decayed_update,
     expected_linear_update,
     expected_relu_update,
     monte_carlo_relu_update,
     nearest_centre,
     sphere_trajectories,
     toy_mixture,
+    two_cluster_mixture,
 )
 
 
@@ -76,3 +79,34 @@ def test_relu_directions_settle_near_centres_linear_at_one_blend(mixture):
 def test_bad_inputs_raise(mixture, call, match):
     with pytest.raises(ValueError, match=match):
         call(mixture)
+
+
+def test_weight_decay_gives_finite_rest_points_linear_at_saliency_over_lambda():
+    """dv/dt = F(v) - lambda v: the linear node rests at E[g x] / lambda; ReLU nodes rest at finite points
+    v = F(v) / lambda, on a cluster centre when they fire for that cluster only."""
+    mixture, lam = two_cluster_mixture(0.2), 0.5
+    starts = np.array([[1.2, 0.1], [0.1, 1.2], [0.9, 0.6]])
+    t = np.linspace(0.0, 80.0, 3)
+    linear = decayed_trajectories(mixture, starts, t, weight_decay=lam, activation="linear")[-1]
+    np.testing.assert_allclose(linear, np.broadcast_to(expected_linear_update(mixture) / lam, linear.shape),
+                               atol=1e-8)
+    relu = decayed_trajectories(mixture, starts, t, bias=-0.6, weight_decay=lam)[-1]
+    assert np.abs(decayed_update(relu, -0.6, mixture, lam)).max() < 1e-8  # at rest
+    f_bound = np.abs(mixture.strengths).sum() * (1 + mixture.sigma)      # |F| <= sum |a_c| (|xbar_c| + sigma)
+    assert np.linalg.norm(relu, axis=1).max() <= f_bound / lam
+    idx, cos = nearest_centre(relu[:2], mixture)
+    assert list(idx) == [0, 1] and cos.min() > 0.999
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"weight_decay": 0.0}, "weight_decay"),
+    ({"weight_decay": -1.0}, "weight_decay"),
+    ({"activation": "tanh"}, "activation"),
+    ({"bias": float("nan")}, "bias"),
+])
+def test_decayed_update_rejects_bad_parameters(kwargs, match):
+    args = {"bias": -0.6, "weight_decay": 0.5, "activation": "relu", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        decayed_update(np.ones(2), args["bias"], two_cluster_mixture(), args["weight_decay"], args["activation"])
+    with pytest.raises(ValueError, match="v0"):
+        decayed_trajectories(two_cluster_mixture(), np.ones((2, 3)), [0.0, 1.0])

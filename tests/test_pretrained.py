@@ -1,4 +1,4 @@
-"""Pretrained-model loading for the embedding check (book/setting.md), offline."""
+"""Pretrained-model loading for the embedding check (book/audit.md), offline."""
 
 import time
 

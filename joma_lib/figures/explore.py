@@ -74,7 +74,7 @@ def plot_grid(data: FigureData) -> Figure:
                               (axes[1], bounce, "nonlinear: bounce  H(end) - min H")]:
         _heatmap(fig, ax, values.T, [f"{s:g}" for s in spreads], [f"{t:g}" for t in temps], "nats")
         ax.set_xlabel(r"spread of $\mu$ (max - min)")
-        ax.set_ylabel("temperature $T$")
+        ax.set_ylabel(r"temperature $\tau_v$")
         ax.set_title(title, fontsize=10)
     ax = axes[2]
     k = int(np.argmin(np.abs(temps - 3.0)))
@@ -83,7 +83,7 @@ def plot_grid(data: FigureData) -> Figure:
         ax.plot(steps, data["entropy"][MODES.index("linear"), i, k], color=f"C{i}", ls="--", lw=0.8)
     ax.set_xlabel("step")
     ax.set_ylabel("attention entropy")
-    ax.set_title(f"T = {temps[k]:g}: nonlinear (solid), linear (dashed)", fontsize=10)
+    ax.set_title(rf"$\tau_v$ = {temps[k]:g}: nonlinear (solid), linear (dashed)", fontsize=10)
     ax.legend(title=r"spread of $\mu$", fontsize=9, title_fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -155,7 +155,7 @@ def _nc_min(data: FigureData) -> np.ndarray:
 
 def plot_thm1_grid(data: FigureData) -> Figure:
     """Final residual (left) and smallest NC(z-hat, z) after step 100 (right) against the bag concentration,
-    one colour per attention kind, one line per temperature (darker = higher T)."""
+    one colour per attention kind, one line per temperature (darker = higher tau)."""
     conc, temps = data["concentrations"], data["temperatures"]
     fig = Figure(figsize=(8.8, 3.6), layout="constrained")
     ax_r, ax_nc = fig.subplots(1, 2)
@@ -171,7 +171,7 @@ def plot_thm1_grid(data: FigureData) -> Figure:
     ax_nc.set_ylabel(rf"min NC$(\hat z, z)$ from step {THM1_NC_FROM}")
     for ax in (ax_r, ax_nc):
         ax.set_xlabel("Dirichlet concentration of the bags")
-    ax_r.legend(title=f"attention (T = {temps[0]:g}..{temps[-1]:g})", fontsize=9, title_fontsize=9)
+    ax_r.legend(title=rf"attention ($\tau$ = {temps[0]:g}..{temps[-1]:g})", fontsize=9, title_fontsize=9)
     return fig
 
 
@@ -184,13 +184,13 @@ def thm1_explorer(data: FigureData) -> Explorer:
     titles = np.empty(shape, dtype=object)
     for index in np.ndindex(shape):
         a, c, k = index
-        titles[index] = (f"{attentions[a]} attention, bag concentration {conc[c]:g}, T = {temps[k]:g}<br>"
+        titles[index] = (f"{attentions[a]} attention, bag concentration {conc[c]:g}, \u03c4 = {temps[k]:g}<br>"
                          f"final residual {final[index]:.1e}, min NC(\u1e91, z) from step {THM1_NC_FROM}: "
                          f"{nc_min[index]:.3f}")
     return Explorer(
         controls=(Control("attention", "attention", tuple(str(a) for a in attentions), kind="buttons"),
                   Control("concentration", "Dirichlet concentration of the bags", tuple(float(c) for c in conc)),
-                  Control("temperature", "temperature T", tuple(float(t) for t in temps))),
+                  Control("temperature", "temperature \u03c4", tuple(float(t) for t in temps))),
         panels=(Panel("SGD step", "relative invariant residual", y_axis={"type": "log", "exponentformat": "power"}),
                 Panel("SGD step", "NC(\u1e91, z)", y_axis={"range": [-0.05, 1.05]})),
         traces=(Trace(y=data["residual"][..., later], x=steps[later], name="residual", color="#1f77b4", panel=0),

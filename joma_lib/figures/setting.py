@@ -1,4 +1,4 @@
-"""Figures of "The setting" page: the orthonormal-embedding assumption."""
+"""Figures of "The setting" page and of its appendix check: the orthonormal-embedding assumption."""
 
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ FIGURES = [
         fig_id="c-setting-pretrained",
         title="Cosine similarity of token embeddings and hidden states in pretrained models",
         paper_ref="Sec. 3 (embedding assumption)",
-        chapter="book/setting.md",
+        chapter="book/audit.md",  # the appendix "Checks and audit" shows it; setting.md links there
         make=make_pretrained,
         plot=plot_pretrained,
         # fp32 forward passes on different CPUs differ in the last bits; the statistics are medians and

@@ -19,11 +19,14 @@ from joma_lib.dynamics import (
 from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.lm.authors import summarize_entropy
 from joma_lib.nonlinear import (
+    decayed_trajectories,
+    decayed_update,
     expected_relu_update,
     monte_carlo_relu_update,
     nearest_centre,
     sphere_trajectories,
     toy_mixture,
+    two_cluster_mixture,
 )
 from joma_lib.validation import as_finite_array, check_float, check_int
 
@@ -68,7 +71,7 @@ def plot_fig4(data: FigureData) -> Figure:
     left.set_title(r"Colored line: dynamics of $\mathbf{v}(t)$. Dashed line: target $\boldsymbol{\mu}$", fontsize=9)
     right.plot(data["steps"], data["entropy"], "C0")
     right.axhline(float(data["entropy_limit"]), color="gray", ls=":", lw=1,
-                  label=r"$H(\mathrm{softmax}(\mu^2/T))$ (fixed point)")
+                  label=r"$H(\mathrm{softmax}(\mu^2/\tau_v))$ (fixed point)")
     right.set_xlabel("#iteration")
     right.set_ylabel(r"entropy($\mathbf{v}(t)$)")
     right.set_title("Entropy changes over time", fontsize=9)
@@ -248,6 +251,56 @@ def plot_relu(data: FigureData) -> Figure:
     return fig
 
 
+def make_portrait(sigma: float = 0.2, bias: float = -0.6, weight_decay: float = 0.5, n_grid: int = 21,
+                  n_starts: int = 9, t_max: float = 80.0, n_times: int = 161) -> FigureData:
+    """Theorem 3 core update in 2-D: a ReLU and a linear node, two clusters, weight decay (phase portrait).
+
+    ``x``/``y`` (n_grid,): the grid of states ``v``; ``field_relu``/``field_linear`` (n_grid, n_grid, 2): the
+    update ``F(v) - lambda v`` (:func:`~joma_lib.nonlinear.decayed_update`) there; ``traj_relu``/``traj_linear``
+    (T, n_starts, 2): trajectories from starts on the arc of radius 1.2 in the positive quadrant; ``final_relu``,
+    ``final_linear`` (n_starts, 2) their end points; ``final_speed`` the largest ``|dv/dt|`` at the end points
+    (ReLU); ``cos_relu`` the cosine of each ReLU end point with its nearest centre; ``centres`` (2, 2).
+    """
+    mixture = two_cluster_mixture(sigma)
+    n_grid = check_int("n_grid", n_grid, 3, 200)
+    n_starts = check_int("n_starts", n_starts, 2, 200)
+    axis = np.linspace(0.05, 1.4, n_grid)
+    grid = np.stack(np.meshgrid(axis, axis, indexing="xy"), axis=-1)          # (n_grid, n_grid, 2), [iy, ix]
+    angles = np.linspace(0.05, np.pi / 2 - 0.05, n_starts)
+    starts = 1.2 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    t = np.linspace(0.0, check_float("t_max", t_max, 0, low_open=True), check_int("n_times", n_times, 2))
+    out: FigureData = {"x": axis, "y": axis, "t": t, "centres": mixture.centres, "starts": starts}
+    for act in ("relu", "linear"):
+        out[f"field_{act}"] = decayed_update(grid, bias, mixture, weight_decay, act)
+        traj = decayed_trajectories(mixture, starts, t, bias, weight_decay, act)
+        out[f"traj_{act}"] = traj
+        out[f"final_{act}"] = traj[-1]
+    out["final_speed"] = np.array(np.abs(decayed_update(out["final_relu"], bias, mixture, weight_decay)).max())
+    out["cos_relu"] = nearest_centre(out["final_relu"], mixture)[1]
+    return out
+
+
+def plot_portrait(data: FigureData) -> Figure:
+    """Streamlines of the two updates, the trajectories, the end points and the cluster centres."""
+    fig = Figure(figsize=(8.0, 3.8), layout="constrained")
+    axes = fig.subplots(1, 2, sharex=True, sharey=True)
+    titles = {"relu": "ReLU node + weight decay", "linear": "linear node + weight decay"}
+    for ax, act in zip(axes, ("relu", "linear")):
+        field = data[f"field_{act}"]
+        ax.streamplot(data["x"], data["y"], field[..., 0], field[..., 1], color="0.75", density=0.9, linewidth=0.7)
+        traj = data[f"traj_{act}"]
+        for r in range(traj.shape[1]):
+            ax.plot(traj[:, r, 0], traj[:, r, 1], "C3" if act == "relu" else "C0", lw=1)
+        ax.plot(*data[f"final_{act}"].T, "ko", ms=5, label="where it rests")
+        ax.plot(*data["centres"].T, "k*", ms=11, mfc="gold", label=r"cluster centres $\bar x_c$")
+        ax.set_title(titles[act], fontsize=10)
+        ax.set_xlabel("$v_1$ (token 1)")
+        ax.set_aspect("equal")
+    axes[0].set_ylabel("$v_2$ (token 2)")
+    axes[1].legend(fontsize=8, loc="upper right")
+    return fig
+
+
 def _drop_then_rise(entropy: np.ndarray) -> tuple[float, float]:
     """(drop from the start to the minimum, rise from the minimum to the end); NaN if the minimum is at an end."""
     h = np.asarray(entropy, dtype=float)
@@ -318,6 +371,16 @@ RELU_CLAIMS = (
           lambda d: float(np.ptp(d["cos_linear"][-1])), "<", 1e-6),
 )
 
+PORTRAIT_CLAIMS = (
+    Claim("thm3-decay-finite-rest", "Theorem 3 (reconstruction)",
+          "ReLU node with weight decay: every trajectory comes to rest at a finite point, largest |dv/dt| there",
+          lambda d: float(d["final_speed"]), "<", 1e-6),
+    Claim("thm3-decay-rests-near-centres", "Theorem 3 (reconstruction)",
+          "ReLU node with weight decay: all but the one symmetric start rest on a cluster centre, count of "
+          "end points with cosine > 0.99",
+          lambda d: float((d["cos_relu"] > 0.99).sum()), ">=", 8.0),
+)
+
 FIGURES = [
     FigureSpec(
         fig_id="fig4",
@@ -361,5 +424,16 @@ FIGURES = [
         # seeded sampling, closed forms and a deterministic solver (rtol 1e-8) on a contracting flow
         default_tol=Tolerance(rtol=1e-7, atol=1e-10),
         claims=RELU_CLAIMS,
+    ),
+    FigureSpec(
+        fig_id="c-thm3-portrait",
+        title="Theorem 3 core update (reconstructed): a ReLU node in 2-D, two clusters, weight decay",
+        paper_ref="companion (Theorem 3)",
+        chapter="book/theorems3_4.md",
+        make=make_portrait,
+        plot=plot_portrait,
+        # closed forms and a deterministic adaptive solver (rtol 1e-8) on a contracting flow
+        default_tol=Tolerance(rtol=1e-7, atol=1e-10),
+        claims=PORTRAIT_CLAIMS,
     ),
 ]

@@ -30,7 +30,7 @@ from joma_lib.widgets.panel import Panel, Values
 MAX_POINTS = 500  # recorded states per run: keeps drawing cheap for any number of steps
 LEGEND = ("x axes: iteration. Left: components v_j (yellow = largest mu_j or Delta_j; dotted = targets mu_j; "
           "linear case on a log scale above 1). Right: attention entropy in nats (black), uniform level ln n "
-          "(grey dashes), fixed point H(softmax(mu^2/T)) (orange dots).")
+          "(grey dashes), fixed point H(softmax(mu^2/tau_v)) (orange dots).")
 MODES = {"nonlinear: v += eta (mu - v) o a": True, "linear: v += eta Delta o a": False}
 
 
@@ -83,7 +83,7 @@ class Fig4Drawing:
             self.entropy_line, = self.ax_h.plot([], [], "k", label="entropy")
             self.uniform_line = self.ax_h.axhline(np.nan, color="gray", ls="--", lw=0.8, label=r"uniform, $\ln n$")
             self.limit_line = self.ax_h.axhline(np.nan, color="C1", ls=":",
-                                                label=r"fixed point $H(\mathrm{softmax}(\mu^2/T))$")
+                                                label=r"fixed point $H(\mathrm{softmax}(\mu^2/\tau_v))$")
             # few ticks, no axis labels, no legend (the key is HTML under the image): laying out
             # text costs about 1 ms per label in matplotlib's Agg backend, more than the lines
             for ax in (self.ax_v, self.ax_h):
@@ -141,7 +141,7 @@ class ModifiedMLPExplorer(Panel):
             "nonlinear": widgets.ToggleButtons(options=list(MODES.items()), value=nonlinear,
                                                description="update", style=style),
             "temperature": widgets.FloatSlider(value=temperature, min=0.25, max=10.0, step=0.25,
-                                               description="temperature T", **slider),
+                                               description="temperature \u03c4\u1d65", **slider),
             "eta": widgets.FloatSlider(value=eta, min=0.005, max=0.1, step=0.005, readout_format=".3f",
                                        description="step eta", **slider),
             "n_steps": widgets.IntSlider(value=n_steps, min=100, max=10_000, step=100, description="steps", **slider),
