@@ -10,8 +10,8 @@ grid point is computed when the book is built. One code path serves every explor
 * :class:`Explorer` puts them together: :meth:`Explorer.figure` is the plotly figure at one grid
   cell, :meth:`Explorer.html` the page fragment with the grid embedded as JSON and a few lines of
   JavaScript (:data:`_SCRIPT`) that, when a control moves, pick the cell and swap the traces'
-  data. The script also stacks the panels vertically on narrow screens (phones) and records how
-  long the last redraw took (``data-redraw-ms`` on the graph div).
+  data. The script also stacks the panels vertically on narrow screens (phones), growing the figure's
+  box with them, and records how long the last redraw took (``data-redraw-ms`` on the graph div).
 
 The HTML loads no plotly.js itself: the book serves the bundle of the installed ``plotly``
 package (see the book's Sphinx extension ``_ext/sphinx_plotly.py``), so a built page works from ``file://`` and offline.
@@ -342,7 +342,14 @@ _SCRIPT = """
   }
   function fit() {
     var now = gd.clientWidth < __NARROW__;
-    if (now !== narrow) { narrow = now; Plotly.relayout(gd, now ? G.narrow : G.wide); }
+    if (now !== narrow) {
+      narrow = now;
+      var layout = now ? G.narrow : G.wide;
+      // plotly's wrapper div keeps the first height; grow it with the layout, or the page's output box
+      // (overflow: auto) cuts the stacked panels, sliders and legend off behind a scroll bar
+      gd.parentElement.style.height = layout.height + 'px';
+      Plotly.relayout(gd, layout);
+    }
   }
   gd.on('plotly_sliderchange', redraw);
   gd.on('plotly_buttonclicked', redraw);

@@ -338,3 +338,256 @@ def test_built_page_loads_vendored_plotly_and_no_remote_script(page):
     assert plotly, "the page does not load the vendored plotly.js (is the _ext/sphinx_plotly extension enabled?)"
     assert (ROOT / page).parent.joinpath(plotly[0]).resolve().is_file()
     assert "application/vnd.jupyter.widget-state+json" not in html, "the page embeds ipywidgets state"
+
+
+# --- the reader's second pass (issue 21): phones, the ledger, numbering, weight -------------------------------
+
+
+def _open(browser: Any, page: str, width: str, height: int = 900) -> tuple[Any, Any]:
+    """A tab on ``page`` (from file://) at one of WIDTHS, once its scripts have run."""
+    if not (ROOT / page).is_file():
+        _missing(f"{ROOT / page} is missing")
+    context = browser.new_context(viewport={"width": WIDTHS[width], "height": height})
+    tab = context.new_page()
+    tab.goto((ROOT / page).as_uri(), wait_until="load")
+    tab.wait_for_timeout(300)
+    return context, tab
+
+
+# Every control of an explorer (a slider's rail, each button): after scrolling it into view, the element under its
+# centre must belong to it (the rail's grip belongs to its slider); and no ancestor of the explorer may clip it
+# in a scroll box smaller than the explorer.
+_CONTROLS_JS = """(id) => {
+  const gd = document.getElementById(id);
+  const controls = [...gd.querySelectorAll('rect.slider-rail-touch-rect, g.updatemenu-button')];
+  const bad = [];
+  controls.forEach((c, i) => {
+    c.scrollIntoView({block: 'center', inline: 'center'});
+    const owner = c.closest('g.slider-group') || c;
+    const r = c.getBoundingClientRect();
+    const x = r.left + r.width / 2, y = r.top + r.height / 2;
+    const hit = document.elementFromPoint(x, y);
+    if (!hit || !owner.contains(hit)) {
+      bad.push(`control #${i} (${c.getAttribute('class')}) at (${x.toFixed(0)}, ${y.toFixed(0)}) is under ` +
+               (hit ? hit.tagName.toLowerCase() + '.' + String(hit.getAttribute('class')).slice(0, 40) : 'nothing'));
+    }
+  });
+  const box = gd.getBoundingClientRect();
+  for (let el = gd.parentElement; el && el !== document.body; el = el.parentElement) {
+    const s = getComputedStyle(el);
+    const clipsY = /(auto|scroll|hidden)/.test(s.overflowY), clipsX = /(auto|scroll|hidden)/.test(s.overflowX);
+    if ((clipsY && el.clientHeight + 1 < box.height) || (clipsX && el.clientWidth + 1 < box.width)) {
+      bad.push(`${el.tagName.toLowerCase()}.${String(el.className).slice(0, 40)} (${el.clientWidth}x` +
+               `${el.clientHeight} px, overflow ${s.overflowX}/${s.overflowY}) clips the ` +
+               `${box.width.toFixed(0)}x${box.height.toFixed(0)} px explorer`);
+    }
+  }
+  return {n: controls.length, bad: bad};
+}"""
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+@pytest.mark.parametrize("page", list(EXPLORERS))
+def test_every_explorer_control_can_be_clicked(page, width, browser):
+    """At 390 and 1280 px every slider and button is on top where it is drawn, in no scroll box smaller than
+    the explorer (on phones the box used to cut off the sliders and the legend)."""
+    div_id = EXPLORERS[page][0]
+    context, tab = _open(browser, page, width)
+    try:
+        graph = f"document.getElementById('{div_id}')"
+        tab.wait_for_function(f"{graph} && {graph}.data !== undefined && {graph}.layout.sliders", timeout=30_000)
+        tab.wait_for_timeout(200)  # the narrow layout is applied on load
+        found = tab.evaluate(_CONTROLS_JS, div_id)
+    finally:
+        context.close()
+    assert found["n"] >= 2, f"{page}: found only {found['n']} controls"
+    assert not found["bad"], f"{page} at {WIDTHS[width]} px: {found['bad']}"
+
+
+def _chapters() -> list[str]:
+    return [p for p in PAGES if p.startswith("book/")]
+
+
+# The smallest figure text of each shown picture, in CSS px: the PNG records its smallest text's height in its own
+# pixels (joma_lib.figures.phone.TEXT_PX_KEY); the browser scales the picture it chose to its displayed width.
+# Registry figures (<figure id>) and the pictures of widget panels (.joma-widget-static, inline data URIs).
+_PICTURES_JS = """() => [
+  ...[...document.querySelectorAll('.bd-article figure[id] img')].map(img => ({figure: img.closest('figure').id, img})),
+  ...[...document.querySelectorAll('.bd-article .joma-widget-static img')].map((img, i) => ({figure: `widget #${i}`, img})),
+].map(({figure, img}) => ({figure, src: img.currentSrc, shown: img.clientWidth, natural: img.naturalWidth}))"""
+
+
+def _png_text(src: str) -> dict[str, str]:
+    """The text chunks of the PNG at ``src`` (a file:// URL or a data URI)."""
+    import base64
+    import io
+    from urllib.parse import unquote
+
+    from PIL import Image
+
+    if src.startswith("data:"):
+        source: Any = io.BytesIO(base64.b64decode(src.split(",", 1)[1]))
+    else:
+        source = unquote(urlparse(src).path)
+    with Image.open(source) as image:
+        return dict(getattr(image, "text", {}))
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
+def test_no_figure_text_below_9_css_px_on_a_phone(page, browser):
+    """At 390 px every registry figure and every widget's picture shows its phone layout, and its smallest text
+    is at least 9 CSS px."""
+    from joma_lib.figures.phone import TEXT_PX_KEY
+    from joma_lib.figures.registry import registry
+
+    if page == "<no book>":
+        _missing("no built book")
+    context, tab = _open(browser, page, "phone")
+    try:
+        pictures = [p for p in tab.evaluate(_PICTURES_JS) if p["figure"] in registry() or p["figure"].startswith("widget")]
+    finally:
+        context.close()
+    small = []
+    for p in pictures:
+        name = p["src"].rsplit("/", 1)[-1][:40]
+        recorded = _png_text(p["src"]).get(TEXT_PX_KEY)
+        if recorded is None:
+            small.append(f"{p['figure']}: {name} records no text size")
+            continue
+        css_px = float(recorded) * p["shown"] / p["natural"]
+        if css_px < 9.0:
+            small.append(f"{p['figure']}: smallest text {css_px:.1f} CSS px ({name})")
+    assert not small, f"{page} at 390 px: {small}"
+
+
+_THEOREMS = {"book/theorem1.html": ["1"], "book/theorem2.html": ["2"], "book/theorems3_4.html": ["3", "4"],
+             "book/hierarchy.html": ["5"]}
+
+
+@pytest.mark.parametrize("page", list(_THEOREMS))
+def test_theorem_boxes_carry_the_papers_numbers(page, browser):
+    """The theorem boxes of a chapter say "Theorem 1" ... "Theorem 5", as the paper numbers them."""
+    context, tab = _open(browser, page, "desktop")
+    try:
+        titles = tab.evaluate("() => [...document.querySelectorAll('div.admonition.theorem > p.admonition-title')]"
+                              ".map(p => p.innerText.trim())")
+    finally:
+        context.close()
+    numbers = [re.match(r"Theorem (\S+)", t).group(1) if re.match(r"Theorem (\S+)", t) else t for t in titles]
+    assert numbers == _THEOREMS[page], f"{page}: theorem boxes {titles}"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
+def test_no_chapter_numbered_theorem_and_no_bare_figure_number(page, browser):
+    """No "Theorem 2.1" (theorems use the paper's numbers) and no "Figure 4" without a chapter (the book's
+    figures are "Figure 3.2", the paper's are "Fig. 4")."""
+    if page == "<no book>":
+        _missing("no built book")
+    context, tab = _open(browser, page, "desktop")
+    try:
+        text = tab.evaluate("() => document.querySelector('.bd-article').innerText")
+    finally:
+        context.close()
+    found = re.findall(r".{0,40}\bTheorem \d+\.\d+.{0,20}", text) + re.findall(r".{0,40}\bFigure \d+\b(?!\.\d).{0,20}",
+                                                                              text)
+    assert not found, f"{page}: {found}"
+
+
+_LEDGER_JS = """() => {
+  const table = document.querySelector('table.joma-ledger');
+  if (!table) return null;
+  const rows = [...table.querySelectorAll('tbody tr')];
+  const background = cls => { const td = table.querySelector(`tr.${cls} td`);
+                              return td ? getComputedStyle(td).backgroundColor + '|' + getComputedStyle(td).boxShadow
+                                        : null; };
+  const lines = el => { const r = document.createRange(); r.selectNodeContents(el);
+                        return new Set([...r.getClientRects()].map(q => Math.round(q.top))).size; };
+  let box = table;
+  const clipped = [];
+  for (let el = table; el && el !== document.body; el = el.parentElement) {
+    if (el.scrollWidth > el.clientWidth + 1) clipped.push(el.tagName.toLowerCase() + '.' + String(el.className).slice(0, 30));
+  }
+  const article = document.querySelector('.bd-article').getBoundingClientRect();
+  return {
+    n: rows.length, right: table.getBoundingClientRect().right, column: article.right, clipped: clipped,
+    cards: rows.every(tr => getComputedStyle(tr).display === 'block'),
+    labels: [...table.querySelectorAll('td[data-label]')].slice(0, 20).map(td =>
+      [td.getAttribute('data-label'), getComputedStyle(td, '::before').content]),
+    holds: background('verdict-holds'), fails: background('verdict-fails'), notRun: background('verdict-not-run'),
+    ids: [...table.querySelectorAll('code')].map(c => [c.innerText, lines(c)]),
+    links: [...table.querySelectorAll('a')].map(a => a.innerText.trim()),
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_claims_ledger_reads_without_scrolling(width, browser):
+    """book/claims.html: the ledger fits the column at 1280 px and is a list of cards at 390 px; failing and
+    not-run rows look different from holding ones; claim ids break only at hyphens; links read as titles.
+
+    The table is made by the ledger's renderer (issue 19); the test skips where the built page has none."""
+    context, tab = _open(browser, "book/claims.html", width)
+    try:
+        ledger = tab.evaluate(_LEDGER_JS)
+    finally:
+        context.close()
+    if ledger is None:
+        pytest.skip("book/claims.html has no <table class='joma-ledger'> (the ledger's renderer, issue 19)")
+    assert ledger["n"] > 0
+    assert not ledger["clipped"], f"the ledger scrolls sideways in {ledger['clipped']}"
+    assert ledger["right"] <= ledger["column"] + 1, f"the ledger ends at {ledger['right']} px, the column at {ledger['column']}"
+    if width == "phone":
+        assert ledger["cards"], "at 390 px the rows are not cards (display: block)"
+        assert all(label in content for label, content in ledger["labels"]), f"cards do not name their fields: {ledger['labels']}"
+    for other in ("fails", "notRun"):
+        if ledger[other] is not None and ledger["holds"] is not None:
+            assert ledger[other] != ledger["holds"], f"{other} rows look like holding rows ({ledger['holds']})"
+    wrapped = [(text, n) for text, n in ledger["ids"] if n > text.count("-") + 1]
+    assert not wrapped, f"claim ids broken inside words: {wrapped[:5]}"
+    raw = [t for t in ledger["links"] if re.fullmatch(r"(c-)?[a-z0-9]+(-[a-z0-9]+)+", t)]
+    assert not raw, f"links read as internal ids, not titles: {raw[:5]}"
+
+
+def _transfer(browser: Any, base_url: str, page: str) -> dict[str, int]:
+    """Every file the page loads at 1280 px (after its scripts ran) -> its gzip size (what a server sends)."""
+    import gzip
+    from urllib.parse import unquote
+
+    sizes: dict[str, int] = {}
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        tab = context.new_page()
+        context.route(_is_external, lambda route: route.abort())
+        tab.on("requestfinished", lambda r: sizes.setdefault(r.url, 0))
+        tab.goto(f"{base_url}/{page}", wait_until="networkidle")
+        tab.wait_for_timeout(500)
+    finally:
+        context.close()
+    out = {}
+    for url in sizes:
+        path = ROOT / unquote(urlparse(url).path).lstrip("/")
+        if path.is_file():
+            raw = path.read_bytes()
+            out[url] = min(len(raw), len(gzip.compress(raw, compresslevel=6)))
+    return out
+
+
+TEXT_ONLY_LIMIT = 1_500_000  # bytes, gzip
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
+def test_page_weight_and_scripts_load_only_where_used(page, browser, base_url):
+    """A page without figures or explorers transfers at most 1.5 MB (gzip); plotly.js loads only on pages that
+    draw a plotly graph, and no page loads the Font Awesome kit (the icons are inline SVG)."""
+    if page == "<no book>":
+        _missing("no built book")
+    html = (ROOT / page).read_text(encoding="utf-8")
+    sizes = _transfer(browser, base_url, page)
+    names = [urlparse(u).path.rsplit("/", 1)[-1] for u in sizes]
+    assert not [n for n in names if n.startswith("fontawesome")], f"{page} loads Font Awesome"
+    if "plotly-graph-div" not in html:
+        assert not [n for n in names if n.startswith("plotly")], f"{page} loads plotly.js but draws no plotly graph"
+    if "plotly-graph-div" not in html and "<img" not in html.split('class="bd-article"', 1)[-1]:
+        total = sum(sizes.values())
+        print(f"{page}: {total / 1e6:.2f} MB gzip in {len(sizes)} files")
+        assert total <= TEXT_ONLY_LIMIT, f"{page} (text only) transfers {total / 1e6:.2f} MB gzip"

@@ -15,7 +15,9 @@ from joma_lib.figures.registry import Claim, FigureSpec
 
 registry_module = importlib.import_module("joma_lib.figures.registry")  # the module, not the function
 
-JSON_KEYS = {"id", "figure", "paper_ref", "statement", "value", "threshold", "verdict", "page"}
+JSON_KEYS = {"id", "figure", "paper_ref", "statement", "value", "threshold", "verdict", "page", "kind",
+             "threshold_set", "stored_run"}
+BEFORE = {"kind": "paper", "threshold_set": "before-data"}
 
 
 def _make(scale: float = 1.0) -> dict[str, np.ndarray]:
@@ -33,9 +35,11 @@ def _spec(*figure_claims: Claim, scale: float = 1.0) -> FigureSpec:
                       plot=_plot, params={"scale": scale}, claims=figure_claims)
 
 
-MAX_BELOW_4 = Claim("toy-max-below-4", "Thm. 0", "the largest y stays below 4", lambda d: d["y"].max(), "<", 4.0)
+MAX_BELOW_4 = Claim("toy-max-below-4", "Thm. 0", "the largest y stays below 4", lambda d: d["y"].max(), "<", 4.0,
+                    **BEFORE)
 SUM_ABOVE_10 = Claim("toy-sum-above-10", "Thm. 0", "the sum exceeds 10 (the book says it does not)",
-                     lambda d: d["y"].sum(), ">", 10.0, book_says="fails")
+                     lambda d: d["y"].sum(), ">", 10.0, book_says="fails", kind="companion",
+                     threshold_set="after-data", threshold_note="set after seeing 6")
 
 
 @pytest.fixture
@@ -52,12 +56,25 @@ def test_verdict_logic():
     data = _make()
     assert MAX_BELOW_4.evaluate(data) == (3.0, "holds")
     assert MAX_BELOW_4.evaluate(_make(scale=2.0)) == (6.0, "fails")
-    nan = Claim("toy-nan", "Thm. 0", "NaN never holds", lambda d: float("nan"), "<", 1.0)
+    nan = Claim("toy-nan", "Thm. 0", "NaN never holds", lambda d: float("nan"), "<", 1.0, **BEFORE)
     assert nan.evaluate(data)[1] == "fails"
-    equal = Claim("toy-eq", "Thm. 0", "bound is inclusive", lambda d: 3.0, "<=", 3.0)
+    equal = Claim("toy-eq", "Thm. 0", "bound is inclusive", lambda d: 3.0, "<=", 3.0, **BEFORE)
     assert equal.evaluate(data)[1] == "holds"
     with pytest.raises(ValueError, match="relation"):
-        Claim("toy-bad", "Thm. 0", "bad relation", lambda d: 0.0, "==", 0.0)  # type: ignore[arg-type]
+        Claim("toy-bad", "Thm. 0", "bad relation", lambda d: 0.0, "==", 0.0, **BEFORE)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("fields", "match"), [
+    ({"kind": "guess", "threshold_set": "before-data"}, "kind must be one of"),
+    ({"kind": "paper", "threshold_set": "later"}, "threshold_set must be one of"),
+    ({"kind": "paper", "threshold_set": "after-data"}, "threshold_note must say"),
+    ({"kind": "paper", "threshold_set": "after-data", "threshold_note": "saw 1\nthen 2"}, "one line"),
+])
+def test_kind_and_threshold_set_are_checked(fields, match):
+    with pytest.raises(ValueError, match=match):
+        Claim("toy-x", "Thm. 0", "x", lambda d: 0.0, "<", 1.0, **fields)
+    with pytest.raises(TypeError):  # both fields are required: no claim is classified by default
+        Claim("toy-x", "Thm. 0", "x", lambda d: 0.0, "<", 1.0)  # type: ignore[call-arg]
 
 
 def test_ledger_rows_and_surprises(toy):
@@ -77,8 +94,9 @@ def test_pending_claims_are_not_run_until_a_figure_supersedes_them(toy):
                      "fig6-bounce-without-adam-reset"):
         assert claim_id in pending_ids
     rows = {r.claim_id: r for r in claims.ledger()}
-    assert rows["fig7-srank-bounce"].verdict == "not-run" and rows["fig7-srank-bounce"].reason == "not yet run"
-    backed = Claim("fig7-srank-bounce", "Fig. 7", "toy stand-in", lambda d: d["y"][0], ">=", 1.0)
+    assert rows["fig7-srank-bounce"].verdict == "not-run" and "offline" in rows["fig7-srank-bounce"].reason
+    assert rows["fig7-srank-bounce"].threshold == ">= 0.1"  # stated before the Pythia path can run
+    backed = Claim("fig7-srank-bounce", "Fig. 7", "toy stand-in", lambda d: d["y"][0], ">=", 1.0, **BEFORE)
     toy(_spec(MAX_BELOW_4, backed))
     rows_list = claims.ledger()
     assert [r.claim_id for r in rows_list].count("fig7-srank-bounce") == 1
@@ -106,9 +124,12 @@ def test_cli_json_keys(toy, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert {r["id"] for r in rows} >= {"toy-max-below-4", "toy-sum-above-10", "fig7-srank-bounce"}
     for row in rows:
-        expected = JSON_KEYS | ({"reason"} if row["verdict"] == "not-run" else set())
+        expected = (JSON_KEYS | ({"reason"} if row["verdict"] == "not-run" else set())
+                    | ({"threshold_note"} if row["threshold_set"] == "after-data" else set()))
         assert set(row) == expected, row
         assert row["verdict"] in {"holds", "fails", "not-run"}
+        assert row["kind"] in {"paper", "companion", "sanity"}
+    assert next(r for r in rows if r["id"] == "toy-sum-above-10")["threshold_note"] == "set after seeing 6"
     assert main(["claims", "toy-max-below-4"]) == 0
     out = capsys.readouterr().out
     assert "toy-max-below-4" in out and "holds" in out and "toy-sum-above-10" not in out
@@ -120,7 +141,8 @@ def test_verify_fails_when_a_holding_claim_fails(toy, capsys):
     assert main(["verify", "c-claimy"]) == 0
     assert "2 of 2 as the book states" in capsys.readouterr().out
     # same data, same reference, but the claim's threshold now excludes the data: verify must fail on the claim
-    strict = Claim("toy-max-below-4", "Thm. 0", "the largest y stays below 2", lambda d: d["y"].max(), "<", 2.0)
+    strict = Claim("toy-max-below-4", "Thm. 0", "the largest y stays below 2", lambda d: d["y"].max(), "<", 2.0,
+                   **BEFORE)
     toy(_spec(strict, SUM_ABOVE_10))
     assert main(["verify", "c-claimy"]) == 1
     assert "claims fail: toy-max-below-4" in capsys.readouterr().out
@@ -128,7 +150,8 @@ def test_verify_fails_when_a_holding_claim_fails(toy, capsys):
 
 def test_verify_reports_a_failing_claim_that_starts_to_hold(toy, capsys):
     harness.update_reference("c-claimy")
-    loose = Claim("toy-sum-above-10", "Thm. 0", "sum exceeds 5", lambda d: d["y"].sum(), ">", 5.0, book_says="fails")
+    loose = Claim("toy-sum-above-10", "Thm. 0", "sum exceeds 5", lambda d: d["y"].sum(), ">", 5.0, book_says="fails",
+                  **BEFORE)
     toy(_spec(MAX_BELOW_4, loose))
     main(["verify", "c-claimy"])
     assert "toy-sum-above-10 now HOLDS" in capsys.readouterr().out
@@ -137,7 +160,7 @@ def test_verify_reports_a_failing_claim_that_starts_to_hold(toy, capsys):
 REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random thm2-closed-form
 thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order table1-layer0-learns
 table1-level-specific fig6-authors-losses fig6-authors-bounce fig8-lr-optimum fig6-rerun-bounce fig7-srank-bounce
-fig6-bounce-without-adam-reset""".split()
+fig6-bounce-without-adam-reset fig7-standin-srank-bounce fig5c-extra-latent-layer thm1-any-lr-ratio""".split()
 
 
 def test_the_ledger_lists_every_claim_the_issue_names():
@@ -151,3 +174,80 @@ def test_claims_hold_as_the_book_says_on_the_committed_references():
     rows = claims.ledger(load=harness.load_reference)
     assert [r.claim_id for r in claims.surprises(rows)] == []
     assert {r.verdict for r in rows if r.figure} <= {"holds", "fails"}
+
+
+# Claims that cannot fail by construction (a matrix built orthonormal, a proven inequality, a closed form compared
+# with itself, an order fixed by the construction): they are kept as guards, never counted as the paper's.
+SANITY = {"setting-orthonormal-embeddings", "thm5-one-minus-h-over-l", "thm5-cooccurrence", "fig5-order"}
+# Checks of ours that the paper does not make (controls, extensions, readings it does not state).
+NOT_THE_PAPERS = {"rerun-bf16-matches-fp32", "thm1-softmax-bbar-drifts", "thm1-softmax-invariant-heterogeneous",
+                  "thm2-erf-v2-typo", "setting-token-embeddings-near-orthogonal",
+                  "setting-hidden-states-near-orthogonal", "fig7-standin-srank-bounce"}
+# Thresholds chosen or moved knowing the value they are compared with.
+AFTER_DATA = {"fig6-rerun-bounce-quick", "fig6-rerun-bounce", "fig6-authors-bounce", "fig6-deep-upper-layers-bounce",
+              "fig6-deep-lower-layers-suppressed"}
+
+
+def test_every_claim_says_its_kind_and_when_its_threshold_was_set():
+    rows = {r.claim_id: r for r in claims.ledger(load=harness.load_reference)}
+    assert {i for i, r in rows.items() if r.kind == "sanity"} == SANITY
+    assert all(rows[i].kind == "companion" for i in NOT_THE_PAPERS)
+    assert all(rows[i].threshold_set == "after-data" for i in AFTER_DATA)
+    for row in rows.values():
+        assert row.kind in {"paper", "companion", "sanity"} and row.threshold_set in {"before-data", "after-data"}
+        assert (row.threshold_set == "after-data") == bool(row.threshold_note), row.claim_id
+    # both Fig. 7 rows: the paper's (pre-trained checkpoints, not run offline) and the stand-in's
+    assert rows["fig7-srank-bounce"].kind == "paper" and rows["fig7-srank-bounce"].verdict == "not-run"
+    assert rows["fig7-standin-srank-bounce"].figure == "c-fig7-standin" and rows["fig7-standin-srank-bounce"].stored_run
+    # the stand-in's claim is measured on W1 of every layer (the smallest rebound), not on layer 0 alone
+    standin = harness.load_reference("c-fig7-standin")
+    assert standin["bounce_fraction"].shape == (4,) and int(standin["n_seeds"]) == 2
+    assert rows["fig7-standin-srank-bounce"].value == pytest.approx(standin["bounce_fraction"].min())
+    assert rows["fig7-standin-srank-bounce"].threshold_set == "before-data"
+
+
+def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
+    rows = claims.ledger(["c-claimy"])  # toy: one paper claim that holds, one companion claim that fails
+    sanity = Claim("toy-sanity", "Thm. 0", r"built so: $\max|y| \le 3$", lambda d: d["y"].max(), "<=", 3.0,
+                   kind="sanity", threshold_set="before-data")
+    toy(_spec(MAX_BELOW_4, SUM_ABOVE_10, sanity))
+    rows = claims.ledger()
+    assert claims.headline(rows).startswith("paper claims: 1 hold, 0 fail, ")  # the pending paper claims: not run
+    table = claims.html_table(rows, {"c-claimy": claims.FROM_REFERENCE}, {"toy": "A toy page"})
+    assert table.startswith('<table class="joma-ledger">') and table.endswith("</table>")
+    kinds = [table.index(f'<tbody class="kind-{kind}">') for kind in ("paper", "companion", "sanity")]
+    assert kinds == sorted(kinds)
+    paper = table[kinds[0]:kinds[1]]
+    assert paper.index('class="verdict-not-run"') < paper.index('class="verdict-holds"')  # failures/not run first
+    assert table.count("<tr class=\"verdict-") == len(rows)
+    assert table.count("<td ") == 7 * len(rows) and 'data-label="shown in"' in table
+    assert '<a href="toy.html#c-claimy">toy</a>' in table  # the figure's title, not its id, as link text
+    assert r'<span class="math notranslate nohighlight">\(\max|y| \le 3\)</span>' in table
+    assert "set after the data: set after seeing 6" in table
+    with pytest.raises(ValueError, match="unbalanced"):
+        claims.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])
+
+
+def test_check_claims_glues_the_ledger_and_fails_a_page_that_disagrees(toy, monkeypatch):
+    glued: dict[str, object] = {}
+    monkeypatch.setattr(claims, "glue", lambda name, value, display=False: glued.__setitem__(name, value))
+    toy(_spec(MAX_BELOW_4, SUM_ABOVE_10))
+    rows = claims.check_claims("c-claimy", _make())  # y = [1, 2, 3]: max 3 < 4 holds; sum 6 > 10 fails, as the book says
+    assert {r: rows[r].verdict for r in rows} == {"toy-max-below-4": "holds", "toy-sum-above-10": "fails"}
+    names = claims.glue_names("toy-max-below-4")
+    assert (glued[names["threshold"]], glued[names["bar"]], glued[names["value"]], glued[names["verdict"]]) == (
+        "< 4", "4", "3", "holds")
+    with pytest.raises(AssertionError, match="toy-max-below-4: 6 < 4 fails, the book says holds"):
+        claims.check_claims("c-claimy", _make(scale=2.0))
+
+
+def test_a_figure_that_raised_is_counted_and_shown_first():
+    raised = claims.ClaimResult("toy-raised", "c-claimy", "Thm. 0", "x", None, "< 4", "error", "", kind="paper",
+                                reason="RuntimeError: injected")
+    held = claims.ClaimResult("toy-held", "", "Thm. 0", "y", 1.0, "< 4", "holds", "", kind="paper")
+    assert claims.headline([raised, held]) == "paper claims: 1 hold, 0 fail, 0 not run, 1 error"
+    assert claims.headline([held]) == "paper claims: 1 hold, 0 fail, 0 not run"
+    assert [r.claim_id for r in claims.by_kind([held, raised])["paper"]] == ["toy-raised", "toy-held"]
+    table = claims.html_table([held, raised])
+    assert "1 error" in table and "<strong>error</strong>: RuntimeError: injected" in table
+    assert raised.as_json()["reason"] == "RuntimeError: injected"

@@ -83,3 +83,12 @@ def test_invariant_residual_fresh(kept_figure_data):
     kept = kept_figure_data("c-invariant-residual")
     check_residual_figure(kept if kept is not None else
                           compute("c-invariant-residual", phis=("identity", "relu"), steps=300))
+
+
+def test_invariant_holds_at_unequal_learning_rates_only_once_scaled():
+    d = compute("c-invariant-lr-ratio", ratios=(0.25, 4.0), phis=("identity", "tanh"))
+    assert d["residual"].shape == (2, 2, 2) and d["max_abs_z"].min() >= 0.5  # the logits move: not vacuous
+    assert d["residual"].max() <= 2e-2                                       # scaled by eta_z/eta_w: holds
+    assert d["residual_unscaled"].min() > 0.3                                # the ratio ignored: fails
+    with pytest.raises(ValueError, match="ratios"):
+        compute("c-invariant-lr-ratio", ratios=(0.0,))

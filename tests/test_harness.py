@@ -173,14 +173,16 @@ def test_show_runs_without_the_book_build_tools(tmp_path, monkeypatch, capsys):
 def test_claim_verdict_follows_its_relation_and_fails_on_nan():
     from joma_lib.figures.registry import Claim
 
-    claim = Claim("c-toy-max", "companion", "max y below 0.9", lambda d: float(d["y"].max()), "<", 0.9)
+    claim = Claim("c-toy-max", "companion", "max y below 0.9", lambda d: float(d["y"].max()), "<", 0.9,
+                  kind="companion", threshold_set="before-data")
     data = _make_toy()
     value, verdict = claim.evaluate(data)
     assert value == pytest.approx(np.sin(1.0)) and verdict == "holds"
     assert claim.evaluate({"y": np.array([0.95])})[1] == "fails"
     assert claim.evaluate({"y": np.array([np.nan])})[1] == "fails"
     with pytest.raises(ValueError, match="relation"):
-        Claim("c-bad", "companion", "x", lambda d: 0.0, "==", 0.0)  # type: ignore[arg-type]
+        Claim("c-bad", "companion", "x", lambda d: 0.0, "==", 0.0,  # type: ignore[arg-type]
+              kind="companion", threshold_set="before-data")
 
 
 def test_large_figure_data_offers_a_gzipped_csv(tmp_path):

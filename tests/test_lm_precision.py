@@ -3,7 +3,6 @@
 import copy
 import json
 import os
-import time
 
 import pytest
 import torch
@@ -154,11 +153,17 @@ def _tiny(**changes):
 
 
 def test_measure_choice_picks_the_precision_whose_step_is_faster():
+    # a clock that the step itself advances: the choice is tested without depending on this machine's load
     for slow, fast in (("fp32", "bf16"), ("bf16", "fp32")):
-        delays = {slow: 0.03, fast: 0.001}
-        choice = measure_choice(lambda p: time.sleep(delays[p]), threads=1)
-        assert choice.precision == fast
-        assert getattr(choice, f"{slow}_ms") > 10 * getattr(choice, f"{fast}_ms")
+        now = [0.0]
+        steps = {slow: [0.030, 0.031, 0.029, 0.5, 0.030, 0.030], fast: [0.001, 0.002, 0.001, 0.001, 0.9, 0.001]}
+        step = lambda p: now.__setitem__(0, now[0] + steps[p].pop(0))  # noqa: E731
+        choice = measure_choice(step, threads=1, clock=lambda: now[0])
+        assert choice.precision == fast  # one outlier step (0.9 s) does not flip a median
+        assert getattr(choice, f"{slow}_ms") == pytest.approx(30.0) and getattr(choice, f"{fast}_ms") == pytest.approx(1.0)
+    now = [0.0]
+    tie = measure_choice(lambda p: now.__setitem__(0, now[0] + 0.5), threads=1, clock=lambda: now[0])
+    assert tie.precision == "fp32"
 
 
 def test_auto_choice_is_cached_per_shapes_and_not_measured_again(tmp_path, monkeypatch):

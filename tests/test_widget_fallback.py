@@ -36,3 +36,30 @@ def test_bad_input_is_rejected():
         with_static_view(widgets.VBox([]), alt=" ")
     with pytest.raises(ValueError, match="no image"):
         with_static_view(widgets.VBox([]), alt="x").static_html()
+
+
+def test_a_panels_picture_comes_with_its_phone_layout():
+    """Narrow screens get the drawing stacked in one column, its smallest text >= 9 CSS px in a 360 px column."""
+    import io
+
+    from PIL import Image
+
+    from joma_lib.figures.phone import PHONE_MEDIA, TEXT_PX_KEY
+
+    html = with_static_view(cooccurrence_panel(), alt="co-occurrence").static_html()
+    assert html.count("<picture>") == 1 and f'<source media="{PHONE_MEDIA}" srcset="data:image/png;base64,' in html
+    wide, phone = (Image.open(io.BytesIO(base64.b64decode(part.split('"', 1)[0])))
+                   for part in html.split("base64,")[1:][::-1])  # the <source> (phone) comes first
+    assert phone.width < wide.width * 1.2 and phone.height > phone.width * 0.8
+    assert float(phone.text[TEXT_PX_KEY]) * 360 / phone.width >= 9.0
+
+
+def test_the_phone_layout_leaves_the_live_figure_alone():
+    """Fig. 4's panel keeps one figure and updates it in place: its phone picture is laid out on a copy."""
+    from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer
+
+    explorer = ModifiedMLPExplorer()
+    figure = explorer.draw.figure
+    size, boxes = figure.get_size_inches().copy(), [ax.get_position().bounds for ax in figure.axes]
+    assert explorer.phone_png().startswith(PNG_SIGNATURE)
+    assert (figure.get_size_inches() == size).all() and [ax.get_position().bounds for ax in figure.axes] == boxes

@@ -82,4 +82,5 @@ def test_the_panel_redraws_for_every_option(panel):
 
 def test_the_static_view_shows_the_default_picture():
     html = with_static_view(invariant_panel(), alt="Theorem 1 panel").static_html()
-    assert html.count("data:image/png;base64,") == 1 and 'alt="Theorem 1 panel"' in html
+    # one picture, and its phone layout for narrow screens
+    assert html.count("<img ") == 1 and html.count("data:image/png;base64,") == 2 and 'alt="Theorem 1 panel"' in html

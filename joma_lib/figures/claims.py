@@ -13,13 +13,24 @@ evaluate on already computed data with :func:`evaluate_figure` so that it never 
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from joma_lib.figures.harness import compute, load_reference
-from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Verdict, figure_ids, get_spec
+from joma_lib.figures.harness import compute, glue, load_reference
+from joma_lib.figures.registry import (
+    KINDS,
+    Claim,
+    FigureData,
+    FigureSpec,
+    Kind,
+    ThresholdSet,
+    Verdict,
+    figure_ids,
+    get_spec,
+)
 from joma_lib.io import InputUnavailableError
 
 
@@ -33,6 +44,8 @@ class PendingClaim:
         statement: one line, what is claimed.
         reason: why there is no verdict (``"not yet run"``, ``"needs a GPU"``, ...).
         page: the book page that discusses it (``"book/rerun.md"``), or ``""``.
+        kind: ``paper`` or ``companion`` (see :data:`~joma_lib.figures.registry.Kind`).
+        threshold: the bound a verdict will use once the claim can run (``">= 0.1"``), stated now, or ``""``.
     """
 
     claim_id: str
@@ -40,6 +53,8 @@ class PendingClaim:
     statement: str
     reason: str
     page: str = ""
+    kind: Kind = "paper"
+    threshold: str = ""
 
 
 NOT_YET_RUN = "not yet run"
@@ -52,8 +67,16 @@ PENDING: tuple[PendingClaim, ...] = (
                  "The hidden neurons of layer k align best with the latents of level k (not of other levels).",
                  NOT_YET_RUN, "book/hierarchy.md"),
     PendingClaim("fig7-srank-bounce", "Fig. 7",
-                 "The stable rank of the lower MLP weight of pre-trained models (Pythia, OPT) first drops, then "
-                 "bounces back over training checkpoints.", NOT_YET_RUN, "book/rerun.md"),
+                 "Pre-trained Pythia (and OPT) checkpoints: the stable rank of W1, the lower MLP matrix, first drops "
+                 "then bounces back over training: in every layer, rebound after an interior minimum as a fraction "
+                 "of the drop (smallest over layers).",
+                 "needs Pythia's training checkpoints from the Hugging Face hub, which cannot be reached offline; "
+                 "OPT's intermediate checkpoints are not public", "book/fig7.md", threshold=">= 0.1"),
+    PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
+                 "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
+                 "which token associations are learned first.",
+                 "the slides show Fig. 5 only as a schematic without numbers, and the panel's wording is known "
+                 "only second-hand, so no test of it can be reconstructed from the paper", "book/hierarchy.md"),
     PendingClaim("fig6-bounce-without-adam-reset", "Fig. 6",
                  "The entropy bounce of Fig. 6 appears in a run without the per-epoch restart of Adam of the "
                  "authors' script.", NOT_YET_RUN, "book/rerun.md"),
@@ -79,6 +102,10 @@ class ClaimResult:
     page: str
     book_says: str = "holds"
     reason: str = ""
+    kind: Kind = "paper"
+    threshold_set: ThresholdSet = "before-data"
+    threshold_note: str = ""
+    stored_run: bool = False
 
     @property
     def surprising(self) -> bool:
@@ -86,13 +113,17 @@ class ClaimResult:
         return self.verdict != "not-run" and self.verdict != self.book_says
 
     def as_json(self) -> dict[str, Any]:
-        """The ledger row as JSON: ``id, figure, paper_ref, statement, value, threshold, verdict, page`` (+ ``reason``)."""
+        """The ledger row as JSON: ``id, figure, paper_ref, statement, value, threshold, verdict, page, kind,
+        threshold_set, stored_run`` (+ ``reason`` when not run or raised, + ``threshold_note`` when set after the data)."""
         row: dict[str, Any] = {
             "id": self.claim_id, "figure": self.figure, "paper_ref": self.paper_ref, "statement": self.statement,
             "value": self.value if self.value is None or math.isfinite(self.value) else str(self.value),
-            "threshold": self.threshold, "verdict": self.verdict, "page": self.page}
+            "threshold": self.threshold, "verdict": self.verdict, "page": self.page, "kind": self.kind,
+            "threshold_set": self.threshold_set, "stored_run": self.stored_run}
         if self.verdict in ("not-run", "error"):
             row["reason"] = self.reason
+        if self.threshold_set == "after-data":
+            row["threshold_note"] = self.threshold_note
         return row
 
 
@@ -107,7 +138,8 @@ def _threshold(claim: Claim) -> str:
 
 def _row(spec: FigureSpec, claim: Claim, value: float | None, verdict: Verdict, reason: str = "") -> ClaimResult:
     return ClaimResult(claim.claim_id, spec.fig_id, claim.paper_ref, claim.statement, value, _threshold(claim),
-                       verdict, page_of(spec), claim.book_says, reason)
+                       verdict, page_of(spec), claim.book_says, reason, claim.kind, claim.threshold_set,
+                       claim.threshold_note, spec.stored_run)
 
 
 def evaluate_figure(fig_id: str, data: FigureData) -> list[ClaimResult]:
@@ -117,6 +149,38 @@ def evaluate_figure(fig_id: str, data: FigureData) -> list[ClaimResult]:
     for claim in spec.claims:
         value, verdict = claim.evaluate(data)
         rows.append(_row(spec, claim, value, verdict))
+    return rows
+
+
+def glue_names(claim_id: str) -> dict[str, str]:
+    """The glue names under which :func:`check_claims` stores a claim for its page's prose.
+
+    ``claim-<id>-threshold`` (``">= 0.1"``), ``claim-<id>-bar`` (the number alone, ``"0.1"``),
+    ``claim-<id>-value`` (the measured value, as the ledger prints it) and ``claim-<id>-verdict``.
+    """
+    return {part: f"claim-{claim_id}-{part}" for part in ("threshold", "bar", "value", "verdict")}
+
+
+def check_claims(fig_id: str, data: FigureData) -> dict[str, ClaimResult]:
+    """Book helper: the claims of ``fig_id`` on the data its page shows, checked and glued for the prose.
+
+    Each claim is evaluated exactly as the ledger evaluates it; a verdict other than the one the book states
+    (:attr:`Claim.book_says`) raises :class:`AssertionError`, so the page fails to build. The threshold, value
+    and verdict are glued under :func:`glue_names`, so that a page quotes the ledger instead of restating a
+    threshold in its own asserts or prose (each threshold is written once, in the :class:`Claim`).
+    Returns the rows by claim id.
+    """
+    rows = {row.claim_id: row for row in evaluate_figure(fig_id, data)}
+    wrong = [f"{r.claim_id}: {format_value(r.value)} {r.threshold} {r.verdict}, the book says {r.book_says}"
+             for r in rows.values() if r.surprising]
+    if wrong:
+        raise AssertionError(f"claims of {fig_id!r} disagree with the book: " + "; ".join(wrong))
+    for claim in get_spec(fig_id).claims:
+        row, names = rows[claim.claim_id], glue_names(claim.claim_id)
+        glue(names["threshold"], row.threshold, display=False)
+        glue(names["bar"], f"{claim.threshold:g}", display=False)
+        glue(names["value"], format_value(row.value), display=False)
+        glue(names["verdict"], row.verdict, display=False)
     return rows
 
 
@@ -149,8 +213,8 @@ def error_text(err: BaseException) -> str:
 def pending_results() -> list[ClaimResult]:
     """The pending claims not superseded by a figure claim of the same id, as ``not-run`` rows."""
     backed = claim_ids_on_figures()
-    return [ClaimResult(p.claim_id, "", p.paper_ref, p.statement, None, "", "not-run", p.page, "holds", p.reason)
-            for p in PENDING if p.claim_id not in backed]
+    return [ClaimResult(p.claim_id, "", p.paper_ref, p.statement, None, p.threshold, "not-run", p.page, "holds",
+                        p.reason, p.kind) for p in PENDING if p.claim_id not in backed]
 
 
 def claim_ids_on_figures() -> dict[str, str]:
@@ -263,30 +327,108 @@ def book_ledger(expensive: Iterable[str] = ()) -> tuple[list[ClaimResult], dict[
     return ledger(load=load), sources
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", r"\|").replace("\n", " ")
+VERDICT_ORDER: dict[str, int] = {"error": 0, "fails": 1, "not-run": 2, "holds": 3}
+"""Within a kind, figures that raised come first, then failures, the claims not run, and those that hold."""
+COLUMNS = ("claim", "paper ref", "statement", "value", "threshold", "verdict", "shown in")
+"""The ledger table's columns, in order (also each cell's ``data-label`` for the card layout on phones)."""
 
 
-def _page_link(page: str, label: str) -> str:
-    """A MyST link to ``book/<doc>.md#<anchor>`` from a page in ``book/``."""
-    doc, _, anchor = page.partition("#")
-    doc = doc.removeprefix("book/").removesuffix(".md")
-    return f"{{ref}}`{label} <{anchor}>`" if anchor else (f"{{doc}}`{doc}`" if doc else "-")
+def by_kind(rows: Iterable[ClaimResult]) -> dict[Kind, list[ClaimResult]]:
+    """The rows grouped by kind (paper, companion, sanity), failures and not-run rows first in each group."""
+    groups: dict[Kind, list[ClaimResult]] = {kind: [] for kind in KINDS}
+    for row in rows:
+        groups[row.kind].append(row)
+    return {kind: sorted(group, key=lambda r: (VERDICT_ORDER[r.verdict], r.claim_id))
+            for kind, group in groups.items()}
 
 
-def markdown_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | None = None) -> str:
-    """The ledger as a MyST Markdown table (id, paper, statement, value, threshold, verdict, where shown)."""
-    lines = ["| id | paper | statement | value | threshold | verdict | shown in |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        verdict = f"**{r.verdict}**"
-        if r.verdict in ("not-run", "error"):
-            verdict += f": {r.reason}"
-        elif r.book_says == "fails":
-            verdict += " (as the book reports)"
-        if r.figure and sources and sources.get(r.figure, REGENERATED) != REGENERATED:
-            verdict += f" [on the {sources[r.figure]}]"
-        link = _page_link(r.page, r.figure) if r.figure else _page_link(r.page, "")
-        lines.append(f"| `{r.claim_id}` | {_cell(r.paper_ref)} | {_cell(r.statement)} | {format_value(r.value)} | "
-                     f"{_cell(r.threshold) or '-'} | {_cell(verdict)} | {link} |")
+def verdict_counts(rows: Iterable[ClaimResult]) -> dict[str, int]:
+    """How many rows raised, fail, were not run and hold."""
+    rows = list(rows)
+    return {verdict: sum(r.verdict == verdict for r in rows) for verdict in VERDICT_ORDER}
+
+
+def headline(rows: Iterable[ClaimResult]) -> str:
+    """The ledger's headline, on the paper's claims alone: ``paper claims: N hold, M fail, K not run``
+    (``, E error`` added when a figure raised)."""
+    return "paper claims: " + _counts_text(verdict_counts(r for r in rows if r.kind == "paper"))
+
+
+def _counts_text(n: Mapping[str, int]) -> str:
+    text = f"{n['holds']} hold, {n['fails']} fail, {n['not-run']} not run"
+    return text + (f", {n['error']} error" if n["error"] else "")
+
+
+def _html(text: str) -> str:
+    """Escaped text in which ``$...$`` becomes inline maths, as Sphinx writes it (MathJax typesets it)."""
+    parts = html.escape(text, quote=False).split("$")
+    if len(parts) % 2 == 0:
+        raise ValueError(f"unbalanced $ in a ledger statement: {text!r}")
+    return "".join(part if k % 2 == 0 else f'<span class="math notranslate nohighlight">\\({part}\\)</span>'
+                   for k, part in enumerate(parts))
+
+
+def _html_link(row: ClaimResult, titles: Mapping[str, str]) -> str:
+    """A link from the ledger page (in ``book/``) to where the claim is shown, labelled with the figure's or page's title."""
+    doc, _, anchor = row.page.partition("#")
+    name = doc.removeprefix("book/").removesuffix(".md")
+    if not name:
+        return "-"
+    label = get_spec(row.figure).title if row.figure else titles.get(name, name)
+    href = f"{name}.html" + (f"#{anchor}" if anchor else "")
+    return f'<a href="{html.escape(href)}">{html.escape(label)}</a>'
+
+
+def _verdict_html(row: ClaimResult, sources: Mapping[str, str]) -> str:
+    text = f"<strong>{row.verdict}</strong>"
+    if row.verdict in ("not-run", "error"):
+        text += f": {html.escape(row.reason)}"
+    elif row.book_says == "fails":
+        text += " (as the book reports)"
+    if row.stored_run:
+        text += " [stored run]"
+    if row.figure and sources.get(row.figure, REGENERATED) != REGENERATED:
+        text += f" <small>[on the {html.escape(sources[row.figure])}]</small>"
+    return text
+
+
+def _threshold_html(row: ClaimResult) -> str:
+    text = html.escape(row.threshold) or "-"
+    if row.threshold_set == "after-data":
+        text += f'<br><small class="joma-after-data">set after the data: {html.escape(row.threshold_note)}</small>'
+    return text
+
+
+def html_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | None = None,
+               titles: Mapping[str, str] | None = None) -> str:
+    """The ledger as one HTML table (``class="joma-ledger"``), grouped by kind.
+
+    Each kind opens with a header row and its counts; within a kind failures come first, then the claims not
+    run. Rows carry ``class="verdict-<verdict>"`` and every cell ``data-label="<column>"``; ``titles`` maps a
+    page name (``"fig7"``) to its title, used for links to a page rather than to a figure.
+    """
+    sources, titles = sources or {}, titles or {}
+    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+    lines = ['<table class="joma-ledger">', f"<thead><tr>{head}</tr></thead>"]
+    for kind, group in by_kind(rows).items():
+        if not group:
+            continue
+        n = verdict_counts(group)
+        lines.append(f'<tbody class="kind-{kind}"><tr class="kind-header"><th colspan="{len(COLUMNS)}">'
+                     f"{KIND_TITLES[kind]}: {_counts_text(n)}</th></tr>")
+        for r in group:
+            cells = (f'<code class="joma-claim-id" style="white-space: nowrap; font-size: 0.8em">{r.claim_id}</code>',
+                     _html(r.paper_ref), _html(r.statement), format_value(r.value), _threshold_html(r),
+                     _verdict_html(r, sources), _html_link(r, titles))
+            tds = "".join(f'<td data-label="{c}">{cell}</td>' for c, cell in zip(COLUMNS, cells, strict=True))
+            lines.append(f'<tr class="verdict-{r.verdict}">{tds}</tr>')
+        lines.append("</tbody>")
+    lines.append("</table>")
     return "\n".join(lines)
+
+
+KIND_TITLES: dict[Kind, str] = {
+    "paper": "Claims of the paper",
+    "companion": "Companion checks (our controls, extensions and readings of data)",
+    "sanity": "Sanity guards (true by construction)",
+}

@@ -8,14 +8,19 @@ reports that it first drops and then bounces back, like the attention entropy (S
   (the book page does so when the hub is reachable; nothing here depends on it).
 * ``c-fig7-standin``: offline stand-in, our own small model of Pythia's architecture trained on
   Wikipedia leads and measured on Pythia's checkpoint schedule (preset ``fig7-standin`` of
-  :mod:`joma_lib.lm.train`, two seeds); ``make`` reads the committed results of the documented
-  command ``python -m joma_lib.lm.train run --preset fig7-standin --jobs 2 --out runs/fig7-standin
+  :mod:`joma_lib.lm.train`, seeds 3 and 4); ``make`` reads the committed results of the documented
+  command ``python -m joma_lib.lm.train run --preset fig7-standin --precision fp32 --jobs 2 --out runs/fig7-standin
   --results joma_lib/lm/results/fig7-standin.npz``.
 * ``c-fig7-quick``: a smaller, shorter version (preset ``fig7-quick``) that CI retrains.
 
-Claim ``fig7-srank-bounce`` (measure fixed in advance): on the seed-mean curve of the lowest
-layer, the minimum lies strictly inside the run and the curve climbs back by at least
-:data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``.
+Two claims, two rows of the ledger. ``fig7-srank-bounce`` is the paper's, on the pre-trained Pythia/OPT
+checkpoints: it is pending (:data:`joma_lib.figures.claims.PENDING`) until the Pythia path can run.
+``fig7-standin-srank-bounce`` is the stand-in's: on the seed-mean curve of ``W_1`` (the MLP input matrix) of
+*every* layer, the minimum lies strictly inside the run and the curve climbs back by at least
+:data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``; its value is the smallest over
+layers, and the page reports each layer's. This threshold was committed before the stand-in was re-made on
+seeds 3 and 4 (the earlier seeds 1 and 2 had shown a 12 % rebound in layer 0 and under 1 % above it). On seeds
+3 and 4 layer 0 rebounds by 11 % and layers 1-3 by under 1 %: the claim fails, and the book says so.
 """
 
 from __future__ import annotations
@@ -97,11 +102,22 @@ def _lowest_layer_bounce(data: FigureData) -> float:
     return float(data["bounce_fraction"][0])
 
 
-def _claim(claim_id: str, book_says: str, where: str) -> Claim:
-    return Claim(claim_id, "Fig. 7",
-                 f"{where}: the stable rank of the lowest layer's MLP input matrix falls, then climbs back by at "
-                 f"least {BOUNCE_FRACTION:.0%} of its drop (minimum strictly inside the run)",
-                 _lowest_layer_bounce, ">=", BOUNCE_FRACTION, book_says=book_says)  # type: ignore[arg-type]
+def _every_layer_bounce(data: FigureData) -> float:
+    return float(np.min(data["bounce_fraction"]))
+
+
+STANDIN_CLAIM = Claim(
+    "fig7-standin-srank-bounce", "Fig. 7 (offline stand-in)",
+    f"Stored stand-in run (seeds 3, 4): in every layer, the stable rank of W1 (the MLP input matrix) falls to a "
+    f"minimum inside the run, then climbs back by at least {BOUNCE_FRACTION:.0%} of its drop; smallest rebound "
+    "over layers", _every_layer_bounce, ">=", BOUNCE_FRACTION, book_says="fails", kind="companion",
+    threshold_set="before-data")
+QUICK_CLAIM = Claim(
+    "fig7-standin-srank-bounce-quick", "Fig. 7 (offline stand-in)",
+    f"Shortened stand-in run, retrained by CI: the stable rank of layer 0's W1 climbs back by at least "
+    f"{BOUNCE_FRACTION:.0%} of its drop (a guard of the code path; layer 0 only)",
+    _lowest_layer_bounce, ">=", BOUNCE_FRACTION, kind="companion", threshold_set="after-data",
+    threshold_note="the stand-in's 10 % bar, applied to layer 0 of a quick run whose rebound (0.14) was known")
 
 
 FIGURES = [
@@ -113,7 +129,8 @@ FIGURES = [
         make=make_standin,
         plot=plot_fig7,
         default_tol=READ_BACK,
-        claims=(_claim("fig7-srank-bounce", "holds", "stored stand-in run"),),
+        claims=(STANDIN_CLAIM,),
+        stored_run=True,
     ),
     FigureSpec(
         fig_id="c-fig7-quick",
@@ -127,7 +144,7 @@ FIGURES = [
                     "stable_rank_seeds": Tolerance(rtol=0.0, atol=0.5, gpu_atol=1.0),
                     "bounce_fraction": Tolerance(rtol=0.0, atol=0.1, gpu_atol=0.2)},
         default_tol=TRAINED,
-        claims=(_claim("fig7-srank-bounce-quick", "holds", "shortened stand-in run"),),
+        claims=(QUICK_CLAIM,),
         trained=True,
         calibration_seeds=({"seeds": [2]},),
     ),

@@ -36,6 +36,7 @@ from matplotlib.figure import Figure
 from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, write_npz
+from joma_lib.figures.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.figures.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.figures.style import figure_style
 from joma_lib.lm.precision import precisions_used
@@ -44,6 +45,7 @@ REFERENCE_DIR = Path(__file__).with_name("reference")
 # Figures with more values than this offer their CSV gzip-compressed (``<fig_id>.csv.gz``), so that
 # no page offers a multi-megabyte download; the npz next to it holds the same data.
 CSV_GZIP_ABOVE = 50_000
+PHONE_SUFFIX = "phone.png"  # the phone layout of a figure, served to narrow screens (_ext/sphinx_figures.py)
 STORE_ENV = "JOMA_FIGURE_STORE"
 """Environment variable naming the figure store (see the module docstring); unset: no store."""
 
@@ -95,21 +97,28 @@ def csv_name(fig_id: str, data: FigureData) -> str:
 
 
 def save_outputs(fig_id: str, fig: Figure, data: FigureData, out_dir: Path) -> list[Path]:
-    """Write ``<fig_id>.png``, ``.svg``, ``.npz`` and the CSV (:func:`csv_name`) into ``out_dir``; return the paths."""
+    """Write ``<fig_id>.png``, ``.svg``, ``.npz``, the CSV (:func:`csv_name`) and the phone layout
+    ``<fig_id>.phone.png`` (:func:`~joma_lib.figures.phone.stack_for_phone`) into ``out_dir``; return the paths."""
     out_dir = Path(out_dir)
-    paths = [out_dir / f"{fig_id}.{ext}" for ext in ("png", "svg", "npz")] + [out_dir / csv_name(fig_id, data)]
+    paths = [out_dir / f"{fig_id}.{ext}" for ext in ("png", "svg", "npz")] + [out_dir / csv_name(fig_id, data),
+                                                                              out_dir / f"{fig_id}.{PHONE_SUFFIX}"]
     with figure_style():
-        for path in paths[:2]:
+        phone = stack_for_phone(get_spec(fig_id).plot(data))
+        for path, drawn in ((paths[0], fig), (paths[1], fig), (paths[4], phone)):
             with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=path.suffix[1:], bbox_inches="tight", metadata=_image_metadata(path))
+                drawn.savefig(tmp, format=path.suffix[1:], bbox_inches="tight", metadata=_image_metadata(path, drawn))
     write_npz(paths[2], data)
     write_csv(paths[3], data)
     return paths
 
 
-def _image_metadata(path: Path) -> dict[str, Any]:
-    """Metadata that keeps saved images free of timestamps (byte-stable SVG/PNG)."""
-    return {"Date": None} if path.suffix == ".svg" else {}
+def _image_metadata(path: Path, fig: Figure) -> dict[str, Any]:
+    """Metadata that keeps saved images free of timestamps (byte-stable SVG/PNG); a PNG also records the
+    height in its own pixels of its smallest text (:data:`TEXT_PX_KEY`, read by the book's browser test)."""
+    if path.suffix == ".svg":
+        return {"Date": None}
+    dpi = matplotlib.rcParams["savefig.dpi"]
+    return {TEXT_PX_KEY: f"{smallest_text_px(fig, fig.dpi if dpi == 'figure' else float(dpi)):.2f}"}
 
 
 def _environment() -> dict[str, str]:

@@ -108,11 +108,13 @@ def _draw_tree(ax, depth: int, branching: int, heights: np.ndarray, query: int, 
     ax.set_ylabel("height")
     ax.set_xticks([])
     ax.grid(False)
-    ax.set_title("(a) latent tree; leaf colour = height $H$ of the common ancestor with $m$", fontsize=10)
+    ax.set_title("(a) latent tree; leaf colour: height $H$ of the common ancestor with $m$", fontsize=10)
 
 
 def plot_fig5(data: FigureData) -> Figure:
-    """(a) tree; (b) co-occurrence; (c) association dynamics; attention at the sparsest time and at the end."""
+    """(a) tree; (b) co-occurrence and the entropy of the query's attention; (c) association dynamics and the
+    attention per height; attention at the sparsest time and at the end. Two panels per row, each heat map
+    with its colour bar below it (titles and colour bars never share a column)."""
     import matplotlib as mpl
     from matplotlib.lines import Line2D
 
@@ -121,16 +123,16 @@ def plot_fig5(data: FigureData) -> Figure:
     depth = int(H.max())
     cmap = mpl.colormaps["viridis"]
     colours = [cmap(k / max(depth - 1, 1)) for k in range(depth)]
-    fig = Figure(figsize=(8.8, 6.6), layout="constrained")
-    grid = fig.add_gridspec(2, 4)
-    ax = fig.add_subplot(grid[0, :2])
+    fig = Figure(figsize=(8.8, 12.0), layout="constrained")
+    grid = fig.add_gridspec(4, 2, height_ratios=(1.0, 1.15, 1.0, 1.15))
+    ax = fig.add_subplot(grid[0, :])
     _draw_tree(ax, depth, branching, H[query], query, cmap)
     ax.legend([Line2D([], [], marker="o", ls="", color=c, markeredgecolor="k") for c in colours],
-              [f"H = {h}" for h in range(1, depth + 1)], loc="upper right", fontsize=9)
-    for cell, key, title in [(grid[0, 2], "cooccurrence", r"(b) co-occurrence $P[l\mid m]$"),
-                             (grid[1, 2], "attention_sparse",
+              [f"H = {h}" for h in range(1, depth + 1)], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9)
+    for cell, key, title in [(grid[1, 0], "cooccurrence", r"(b) co-occurrence $P[l\mid m]$"),
+                             (grid[3, 0], "attention_sparse",
                               f"attention at t = {float(data['t_sparse']):.2f} (sparsest)"),
-                             (grid[1, 3], "attention_final", f"attention at t = {times[-1]:g}")]:
+                             (grid[3, 1], "attention_final", f"attention at t = {times[-1]:g} (end)")]:
         ax = fig.add_subplot(cell)
         im = ax.imshow(data[key], cmap="magma", vmin=0)
         ax.set_title(title, fontsize=10)
@@ -139,14 +141,14 @@ def plot_fig5(data: FigureData) -> Figure:
         ax.set_xticks(range(0, H.shape[0], 4))
         ax.set_yticks(range(0, H.shape[0], 4))
         ax.grid(False)
-        fig.colorbar(im, ax=ax, shrink=0.8)
-    ax = fig.add_subplot(grid[0, 3])
+        fig.colorbar(im, ax=ax, location="bottom", shrink=0.7, pad=0.02, aspect=30)
+    ax = fig.add_subplot(grid[1, 1])
     ax.plot(times, data["entropy"], "k-")
     ax.axvline(float(data["t_sparse"]), color="0.5", ls=":", lw=0.8)
     ax.set_xlabel("time $t$")
     ax.set_ylabel("entropy (nats)")
     ax.set_title("entropy of the query's attention", fontsize=10)
-    ax = fig.add_subplot(grid[1, 0])
+    ax = fig.add_subplot(grid[2, 0])
     for h in range(1, depth + 1):
         l = int(np.flatnonzero(H[query] == h)[0])
         ax.plot(times, v[:, l] / mu[l], color=colours[h - 1],
@@ -154,9 +156,9 @@ def plot_fig5(data: FigureData) -> Figure:
         ax.axvline(data["assoc_time"][h - 1], color=colours[h - 1], ls=":", lw=0.8)
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$v_l(t) / \mu_l$")
-    ax.set_title("(c) association $v_l(t)$ of the query", fontsize=10)
-    ax.legend(fontsize=9)
-    ax = fig.add_subplot(grid[1, 1])
+    ax.set_title("(c) association of the query", fontsize=10)
+    ax.legend(fontsize=9, loc="lower right")  # the curves have reached 1 where the legend sits
+    ax = fig.add_subplot(grid[2, 1])
     for h in range(1, depth + 1):
         ax.plot(times, data["attention_per_token_by_height"][:, h - 1], color=colours[h - 1], label=f"H = {h}")
     ax.set_xlabel("time $t$")
@@ -239,8 +241,9 @@ KINDS = ("trained", "init", "control")
 """The three networks scored per (setting, seed): trained, the same at initialisation, trained on shuffled labels."""
 
 LAYER0_MARGIN_SD = 2.0
-"""Margin of claim ``table1-layer0-learns``, stated before the final run: the trained networks' layer-0
-score must exceed the shuffled-label controls' by this many (pooled, ddof=1) seed standard deviations."""
+"""Margin of claim ``table1-layer0-learns`` (committed with the data it tests, so counted as set after the data):
+the trained networks' layer-0 score must exceed the shuffled-label controls' by this many (pooled, ddof=1) seed
+standard deviations."""
 
 SD_FLOOR = 0.005
 """Smallest standard deviation the margin is measured in, so that a tiny difference between two
@@ -330,7 +333,7 @@ def plot_table1(data: FigureData) -> Figure:
     """Alignment matrices (layer x latent level, seed mean) of the trained, initial and shuffled-label
     networks, one row per setting."""
     n_settings = data["trained_mean"].shape[0]
-    fig = Figure(figsize=(8.8, 2.4 * n_settings + 0.6), layout="constrained")
+    fig = Figure(figsize=(8.8, 2.7 * n_settings + 0.9), layout="constrained")
     axes = fig.subplots(n_settings, len(KINDS), squeeze=False)
     titles = {"trained": "trained", "init": "at initialisation", "control": "trained on shuffled labels"}
     for i in range(n_settings):
@@ -344,8 +347,9 @@ def plot_table1(data: FigureData) -> Figure:
             ax.set_xticks(range(matrix.shape[1]), [f"level {k}" for k in range(matrix.shape[1] - 1)] + ["class"])
             ax.set_yticks(range(matrix.shape[0]), [f"layer {j}" for j in range(matrix.shape[0])])
             ax.grid(False)
-            ax.set_title(f"p = {int(data['n_combinations'][i])}, levels {sizes}: {titles[kind]}", fontsize=9)
-    fig.colorbar(im, ax=axes, shrink=0.6, label="alignment score (mean over seeds)")
+            # two short lines: the setting, then the network (one line ran into the neighbour's title)
+            ax.set_title(f"p = {int(data['n_combinations'][i])}, levels {sizes}\n{titles[kind]}", fontsize=9)
+    fig.colorbar(im, ax=axes, location="bottom", shrink=0.5, aspect=40, label="alignment score (mean over seeds)")
     return fig
 
 
@@ -382,38 +386,50 @@ def _fig5_bounce(data: FigureData) -> float:
 
 COOCCURRENCE_CLAIMS = (
     Claim("thm5-cooccurrence", "Theorem 5 (reconstruction)",
-          "Binary latent tree, flip probability (1-rho)/2: P[l|m] = (1 + rho^(2H))/2, max gap exact vs closed form",
-          _closed_form_gap, "<", 1e-12),
+          r"Binary latent tree, flip probability $(1-\rho)/2$: $\mathbb P[l\mid m] = (1+\rho^{2H})/2$; max gap "
+          "between exact and closed form",
+          _closed_form_gap, "<", 1e-12,
+          kind="sanity", threshold_set="before-data"),
     Claim("thm5-monte-carlo", "Theorem 5 (reconstruction)",
           "Sampled sequences agree with the exact co-occurrence: worst |z| score (3 standard errors, as on the page)",
-          lambda d: max(float(np.abs(z).max()) for *_, z in _cooccurrence_rows(d)), "<=", 3.0),
+          lambda d: max(float(np.abs(z).max()) for *_, z in _cooccurrence_rows(d)), "<=", 3.0,
+          kind="companion", threshold_set="before-data"),
     Claim("thm5-decreasing-in-height", "Theorem 5",
           "Co-occurrence falls with the height H of the common ancestor: largest step-to-step change",
-          lambda d: max(float(np.diff(exact).max()) for _, _, exact, _ in _cooccurrence_rows(d)), "<", 0.0),
+          lambda d: max(float(np.diff(exact).max()) for _, _, exact, _ in _cooccurrence_rows(d)), "<", 0.0,
+          kind="paper", threshold_set="before-data"),
     Claim("thm5-one-minus-h-over-l", "Theorem 5",
-          "P[l|m] ~ 1 - H/L for rho = 1 - 1/L: error above the bound H(2H-1)/2L^2 (<= 0: within it)",
-          _approx_excess, "<=", 1e-15),
+          r"$\mathbb P[l\mid m] \approx 1 - H/L$ for $\rho = 1 - 1/L$: error above the bound $H(2H-1)/2L^2$ "
+          "(at most 0: within it)",
+          _approx_excess, "<=", 1e-15,
+          kind="sanity", threshold_set="before-data"),
 )
 FIG5_CLAIMS = (
     Claim("fig5-order", "Fig. 5, Theorem 5",
           "The query associates first with tokens whose common ancestor is lowest: smallest gap between "
-          "association times of successive heights", _association_order, ">", 0.0),
+          "association times of successive heights", _association_order, ">", 0.0,
+          kind="sanity", threshold_set="before-data"),
     Claim("fig5-sparse-then-dense", "Fig. 5",
           "Attention of the query drops by > 1 nat (sparse), then spreads back: rise after the minimum (nats)",
-          _fig5_bounce, ">", 0.5),
+          _fig5_bounce, ">", 0.5,
+          kind="paper", threshold_set="after-data",
+          threshold_note="the book's 0.5-nat bar, set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 1.16"),
 )
 TABLE1_CLAIMS = (
     Claim("table1-layer0-aligned", "Table 1",
           "Layer-0 hidden neurons align with the level-0 latents: worst setting's seed-mean best correlation",
-          lambda d: float(d["trained_mean"][:, 0, 0].min()), ">=", 0.8),
+          lambda d: float(d["trained_mean"][:, 0, 0].min()), ">=", 0.8,
+          kind="paper", threshold_set="before-data"),
     Claim("table1-layer0-above-layer1", "Table 1",
           "Layer 0 aligns with its level better than layer 1 with the next: smallest gap of the seed means",
-          lambda d: float((d["trained_mean"][:, 0, 0] - d["trained_mean"][:, 1, 1]).min()), ">", 0.0),
+          lambda d: float((d["trained_mean"][:, 0, 0] - d["trained_mean"][:, 1, 1]).min()), ">", 0.0,
+          kind="paper", threshold_set="before-data"),
     Claim("table1-quick-layer0-above-init", "Table 1",
           "Quick setting: training raises the layer-0 score above the untrained network's, mean gain over settings "
           "(the book finds the alignment is there at initialisation)",
           lambda d: float((d["trained_mean"][:, 0, 0] - d["init_mean"][:, 0, 0]).mean()), ">", 0.0,
-          book_says="fails"),
+          book_says="fails",
+          kind="companion", threshold_set="before-data"),
 )
 
 FIGURES = [
@@ -461,11 +477,14 @@ FIGURES = [
                   f"Training on the real labels raises the layer-0 alignment with level-0 latents more than "
                   f"training on shuffled labels does, by at least {LAYER0_MARGIN_SD:g} pooled seed standard "
                   f"deviations (ddof=1), in every setting.",
-                  layer0_learning_margin, ">=", LAYER0_MARGIN_SD, book_says=TABLE1_VERDICTS["table1-layer0-learns"]),
+                  layer0_learning_margin, ">=", LAYER0_MARGIN_SD, book_says=TABLE1_VERDICTS["table1-layer0-learns"],
+          kind="companion", threshold_set="after-data",
+          threshold_note="the margin of 2 pooled seed SDs was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is -2, far below"),
             Claim("table1-level-specific", "Table 1",
                   "After training, layer k aligns best with latent level k (k = 0, 1): its seed-mean score of level k "
                   "exceeds every other layer's, in every setting.",
-                  level_specificity, ">", 0.0, book_says=TABLE1_VERDICTS["table1-level-specific"]),
+                  level_specificity, ">", 0.0, book_says=TABLE1_VERDICTS["table1-level-specific"],
+          kind="paper", threshold_set="before-data"),
         ),
         default_tol=Tolerance(rtol=0.0, atol=1e-12),
         trained=True,

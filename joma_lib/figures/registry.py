@@ -62,16 +62,25 @@ TRAINED = Tolerance(rtol=0.0, atol=0.03, gpu_atol=0.1)
 
 #: ``error``: the figure's computation raised, so its claims could not be evaluated (the ledger goes on)
 Verdict = Literal["holds", "fails", "not-run", "error"]
+Kind = Literal["paper", "companion", "sanity"]
+"""What a claim is: the paper says it (``paper``); our control, extension or reading of data (``companion``);
+true by construction, kept only as a guard against broken code (``sanity``)."""
+KINDS: tuple[Kind, ...] = ("paper", "companion", "sanity")
+ThresholdSet = Literal["before-data", "after-data"]
+"""When the threshold was chosen: from the paper, a closed form or a numerical tolerance, or committed before the data
+it tests were made (``before-data``); or chosen, or changed, knowing the measured value (``after-data``)."""
+THRESHOLD_SETS: tuple[ThresholdSet, ...] = ("before-data", "after-data")
 _RELATIONS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One falsifiable claim of the paper, checked on the data of the figure that shows it.
+    """One claim, checked on the data of the figure that shows it.
 
-    The verdict is ``measure(data) <relation> threshold``; the threshold is stated in advance
-    (here, in code under review), never fitted to the outcome. A non-finite measured value fails.
+    The verdict is ``measure(data) <relation> threshold``. A non-finite measured value fails. Every claim says
+    what kind it is and when its threshold was set; a threshold chosen or moved after the data were seen says so
+    in ``threshold_note``, and the ledger prints it.
 
     Attributes:
         claim_id: stable id (``thm1-exp-invariant``), cited by the ledger page and the CLI.
@@ -82,6 +91,9 @@ class Claim:
         threshold: the bound the measured value is compared with.
         book_says: what the page states about the claim. ``verify`` fails when a claim the
             book says ``holds`` fails; a claim the book reports as failing is checked to still fail.
+        kind: ``paper``, ``companion`` or ``sanity`` (see :data:`Kind`); keyword-only and required.
+        threshold_set: ``before-data`` or ``after-data`` (see :data:`ThresholdSet`); keyword-only and required.
+        threshold_note: one line, required for ``after-data``: what was seen, and what changed.
     """
 
     claim_id: str
@@ -91,11 +103,25 @@ class Claim:
     relation: Literal["<", "<=", ">", ">="]
     threshold: float
     book_says: Literal["holds", "fails"] = "holds"
+    kind: Kind = field(kw_only=True)
+    threshold_set: ThresholdSet = field(kw_only=True)
+    threshold_note: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
         if self.relation not in _RELATIONS:
             raise ValueError(f"claim {self.claim_id!r}: relation must be one of {sorted(_RELATIONS)}, "
                              f"got {self.relation!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.claim_id!r}: kind must be one of {list(KINDS)}, got {self.kind!r}")
+        if self.threshold_set not in THRESHOLD_SETS:
+            raise ValueError(f"claim {self.claim_id!r}: threshold_set must be one of {list(THRESHOLD_SETS)}, "
+                             f"got {self.threshold_set!r}")
+        note = self.threshold_note.strip()
+        if self.threshold_set == "after-data" and not note:
+            raise ValueError(f"claim {self.claim_id!r}: threshold_note must say what was seen and what changed "
+                             f"when threshold_set is 'after-data', got {self.threshold_note!r}")
+        if "\n" in note:
+            raise ValueError(f"claim {self.claim_id!r}: threshold_note must be one line, got {self.threshold_note!r}")
 
     def evaluate(self, data: FigureData) -> tuple[float, Verdict]:
         """The measured value and the verdict (``holds``/``fails``) on one figure's data."""
@@ -125,6 +151,8 @@ class FigureSpec:
             tolerances are measured by ``python -m joma_lib.figures calibrate`` and stored with the reference.
         calibration_seeds: parameter overrides that change only the seeds; ``calibrate`` runs each to
             measure the seed spread of a trained figure.
+        stored_run: ``make`` reads the committed results of a run too long for CI (``joma_lib/lm/results/``);
+            the ledger marks its claims "[stored run]".
         reference_variant: for a trained figure whose numbers depend on a choice made per machine (the training
             precision that ``auto`` picks), ``reference_variant()`` names the reference that applies here:
             ``""`` the main one (``<fig_id>.npz``), e.g. ``"fp32"`` another (``<fig_id>.fp32.npz``), each with its
@@ -144,6 +172,7 @@ class FigureSpec:
     claims: tuple[Claim, ...] = ()
     trained: bool = False
     calibration_seeds: tuple[Mapping[str, Any], ...] = ()
+    stored_run: bool = False
     reference_variant: Callable[[], str] | None = None
 
     def tolerance(self, array_name: str) -> Tolerance:

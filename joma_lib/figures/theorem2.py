@@ -162,19 +162,27 @@ def _closed_form_error(data: FigureData) -> float:
 
 CLOSED_FORM_CLAIMS = (
     Claim("thm2-closed-form", "Theorem 2",
-          "Linear activation: erf(v_l/sqrt2)/Delta_l = t/sqrt(pi/2) solves the dynamics; max relative gap to a "
-          "numerical integration (rtol 1e-10) up to 0.999 t*", _closed_form_error, "<", 1e-6),
+          r"Linear activation: $\mathrm{erf}(v_l/\sqrt2)/\Delta_l = t/\sqrt{\pi/2}$ solves the dynamics; max relative "
+          "gap to a "
+          "numerical integration (rtol 1e-10) up to 0.999 t*", _closed_form_error, "<", 1e-6,
+          kind="paper", threshold_set="before-data"),
     Claim("thm2-conserved-ratio", "Theorem 2",
-          "erf(v_l/sqrt2)/Delta_l is the same for every token l at every time: worst spread across tokens",
-          lambda d: float(np.ptp(d["ratio_sqrt2"], axis=1).max()), "<", 1e-6),
+          r"$\mathrm{erf}(v_l/\sqrt2)/\Delta_l$ is the same for every token $l$ at every time: worst spread across "
+          "tokens",
+          lambda d: float(np.ptp(d["ratio_sqrt2"], axis=1).max()), "<", 1e-6,
+          kind="paper", threshold_set="before-data"),
     Claim("thm2-erf-v2-typo", "Theorem 2 (slides)",
-          "The slides' form: erf(v_l/2)/Delta_l is the same for every token; worst spread across tokens (the book "
-          "finds the argument must be v/sqrt2)", lambda d: float(np.ptp(d["ratio_half"], axis=1).max()), "<", 1e-6,
-          book_says="fails"),
+          r"The slides' form: $\mathrm{erf}(v_l/2)/\Delta_l$ is the same for every token; worst spread across tokens "
+          "(the book "
+          r"finds the argument must be $v/\sqrt2$)", lambda d: float(np.ptp(d["ratio_half"], axis=1).max()), "<", 1e-6,
+          book_says="fails",
+          kind="companion", threshold_set="before-data"),
     Claim("thm2-finite-limits", "Theorem 2",
-          "Only the most salient token diverges; the others approach sqrt2 erfinv(Delta_l/Delta_l*): max gap at "
-          "0.999 t* (the approach is O(1 - t/t*))",
-          lambda d: float(np.abs(d["v_closed"][-1, 1:] - d["limits"][1:]).max()), "<", 2e-3),
+          r"Only the most salient token diverges; the others approach $\sqrt2\,\mathrm{erfinv}(\Delta_l/\Delta_{l^*})$: "
+          "max gap at "
+          r"$0.999\,t^*$ (the approach is $O(1 - t/t^*)$)",
+          lambda d: float(np.abs(d["v_closed"][-1, 1:] - d["limits"][1:]).max()), "<", 2e-3,
+          kind="companion", threshold_set="before-data"),
 )
 
 
@@ -189,12 +197,16 @@ def _salient_share(data: FigureData) -> float:
 
 SALIENCY_CLAIMS = (
     Claim("thm2-saliency-factorisation", "Sec. 4 (saliency)",
-          "Saliency factorises: E[g x_l] = E[g|l,m] P[l|m], all three estimated from independent samples, "
+          r"Saliency factorises: $\mathbb E[g x_l] = \mathbb E[g\mid l,m]\,\mathbb P[l\mid m]$, all three estimated "
+          "from independent samples, "
           "worst |z| over tokens (4.5 standard errors)", lambda d: float(np.abs(d["mc_factorisation_z"]).max()),
-          "<", 4.5),
+          "<", 4.5,
+          kind="companion", threshold_set="before-data"),
     Claim("thm2-most-salient-takes-all", "Theorem 2",
           "The most salient token takes the attention: final/initial attention entropy (infinite if another "
-          "token ends on top)", _salient_share, "<", 0.1),
+          "token ends on top)", _salient_share, "<", 0.1,
+          kind="paper", threshold_set="after-data",
+          threshold_note="the 0.1 bar was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 0.025"),
 )
 
 FIGURES = [

@@ -86,9 +86,10 @@ def usable(precision: str, device: torch.device) -> str:
     return "bf16" if bf16_support().usable else "fp32"
 
 
-def measure_choice(step: Callable[[str], None], threads: int) -> AutoChoice:
-    """Time ``step(precision)`` for fp32 and bf16, alternating (``WARMUP_STEPS`` each, then ``TIMED_STEPS`` each),
-    on ``threads`` threads; the faster median wins (fp32 on a tie)."""
+def measure_choice(step: Callable[[str], None], threads: int,
+                   clock: Callable[[], float] = time.perf_counter) -> AutoChoice:
+    """Time ``step(precision)`` for fp32 and bf16 with ``clock`` (seconds), alternating (``WARMUP_STEPS`` each,
+    then ``TIMED_STEPS`` each), on ``threads`` threads; the faster median wins (fp32 on a tie)."""
     check_int("threads", threads, 1)
     times: dict[str, list[float]] = {"fp32": [], "bf16": []}
     before = torch.get_num_threads()
@@ -96,10 +97,10 @@ def measure_choice(step: Callable[[str], None], threads: int) -> AutoChoice:
     try:
         for i in range(WARMUP_STEPS + TIMED_STEPS):
             for precision in PRECISIONS:
-                start = time.perf_counter()
+                start = clock()
                 step(precision)
                 if i >= WARMUP_STEPS:
-                    times[precision].append(1e3 * (time.perf_counter() - start))
+                    times[precision].append(1e3 * (clock() - start))
     finally:
         torch.set_num_threads(before)
     fp32_ms, bf16_ms = (float(sorted(times[p])[len(times[p]) // 2]) for p in PRECISIONS)

@@ -13,6 +13,8 @@ Command line::
     python -m joma_lib.lm.train run --preset paper --device cuda --out runs/paper   # the paper's sweep (GPU)
     python -m joma_lib.lm.train run --data ptb --layers 1 2 --lr 3e-4 --steps 2000 --out runs/x
     python -m joma_lib.lm.train collect runs/x --results x.npz
+    python -m joma_lib.lm.train run --preset paper --engine slurm --gpus-per-run 1 --time 6:00:00 --out runs/paper
+    python -m joma_lib.lm.train status --out runs/paper     # each run's state and step, from its folder and Slurm
 
 Drawing the runs belongs to the figures layer: ``python -m joma_lib.figures.rerun runs/x --figure fig6 -o fig6.png``.
 
@@ -29,6 +31,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -44,11 +47,28 @@ import torch
 
 from joma_lib.device import DEVICE_CHOICES, resolve_device
 from joma_lib.io import atomic_path, write_npz
-from joma_lib.lm.data import CORPORA, LMData, get_chunk, load_lm_data, n_chunks
+from joma_lib.lm.cluster import (
+    ENGINES,
+    SlurmResources,
+    format_states,
+    require_slurm,
+    run_states,
+    submit_missing,
+    wait_for,
+)
+from joma_lib.lm.data import CORPORA, LMData, get_chunk, load_lm_data, load_splits, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
 from joma_lib.cpu import onednn_isa_limit
 from joma_lib.lm.model import TransformerLM, precision_dtype
-from joma_lib.lm.precision import PRECISION_CHOICES, AutoChoice, cached_choice, record_used, resolve
+from joma_lib.lm.precision import (
+    PRECISION_CHOICES,
+    PRECISION_ENV,
+    PRECISIONS,
+    AutoChoice,
+    cached_choice,
+    record_used,
+    resolve,
+)
 from joma_lib.validation import check_choice, check_float, check_int
 
 if TYPE_CHECKING:
@@ -166,7 +186,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Fig. 7 stand-in (figure c-fig7-standin): a small Pythia-architecture model on Wikipedia leads, measured on
     # Pythia's checkpoint schedule, at Pythia-70M's peak lr; one optimiser throughout, as Pythia
     "fig7-standin": dict(data="wikivital", arch="gptneox", layers=[4], d=64, n_heads=2, d_ff=256, dropout=0.0,
-                         lr=[1e-3], seeds=[1, 2], steps=3000, eval_interval=1000, log_checkpoints=True,
+                         lr=[1e-3], seeds=[3, 4], steps=3000, eval_interval=1000, log_checkpoints=True,
                          eval_chunks=10, max_vocab=4000, adam_reset="never"),
     # its shortened version, rerun by CI (figure c-fig7-quick)
     "fig7-quick": dict(data="wikivital", arch="gptneox", layers=[2], d=64, n_heads=2, d_ff=256, dropout=0.0,
@@ -527,6 +547,24 @@ def _run_one(cfg: RunConfig, out_dir: str | Path, device: str, progress: bool, d
     return cfg, result
 
 
+def train_on_node(cfg: RunConfig, out_dir: str, device: str, threads: int) -> str:
+    """One run as a task of the Slurm engine (:mod:`joma_lib.lm.cluster`); returns the run's name.
+
+    The corpus is loaded exactly as named, without the offline fallback (the submitter already chose it, and the
+    run folder is named after it); the task's log says where the run starts; :func:`train_run` resumes from the
+    run's checkpoint, so a requeued task continues where the last one checkpointed.
+    """
+    ckpt_path = Path(out_dir) / cfg.name / "checkpoint.pt"
+    start = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)["step"] if ckpt_path.exists() \
+        else 0
+    print(f"{cfg.name}: {'resuming at step ' + str(start) if start else 'starting'} on {socket.gethostname()}, "
+          f"device {device}, {threads} thread(s)", flush=True)
+    data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed, fallback=False)
+    train_run(cfg, out_dir, device, progress=False, data=data, threads=threads)
+    print(f"{cfg.name}: finished", flush=True)
+    return cfg.name
+
+
 def _data_key(cfg: RunConfig) -> tuple[Any, ...]:
     return (cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
 
@@ -682,9 +720,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=DEFAULT_THREADS,
                      help=f"CPU threads of each run (default {DEFAULT_THREADS}; recorded, a resume must use the same)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--engine", choices=ENGINES, default="local",
+                     help="local: a pool of --jobs processes here (default); slurm: one job-array task per run, "
+                          "submitted through submitit (finished or queued runs are skipped)")
+    run.add_argument("--partition", help="slurm: the partition (default: the cluster's)")
+    run.add_argument("--gpus-per-run", dest="gpus_per_run", type=int, default=0, help="slurm: GPUs of each task")
+    run.add_argument("--time", default=SlurmResources.time,
+                     help=f"slurm: time limit of each task (default {SlurmResources.time}); at the limit a task is "
+                          "requeued and resumes from its checkpoint")
     col = sub.add_parser("collect", help="stack the finished runs of a directory into one npz")
     col.add_argument("out")
     col.add_argument("--results", required=True)
+    stat = sub.add_parser("status", help="each run's state and step, from its folder and (where reachable) Slurm")
+    stat.add_argument("--out", required=True, help="directory of the runs")
     return p
 
 
@@ -710,10 +758,60 @@ def _sweep_meta(configs: Sequence[RunConfig]) -> dict[str, Any]:
     return {"configs": [asdict(c) for c in configs], "torch": torch.__version__}
 
 
+def _slurm_precision(configs: Sequence[RunConfig], device: str, gpus: int, threads: int) -> list[RunConfig]:
+    """``configs`` with ``precision="auto"`` decided once for the whole sweep before it is submitted, as a local
+    sweep decides it (:func:`sweep_precision`), so that the runs are named and trained alike: for tasks on a GPU
+    (``device`` cuda, or auto with ``gpus``) auto means bf16 (``$JOMA_PRECISION`` overrides it), which a node
+    whose GPU lacks bf16 trains in fp32; for CPU tasks it is measured here, so the nodes are assumed to have this
+    machine's CPUs. Each run records the precision it used (``precision_used``), as a local run does."""
+    if device == "cuda" or (device == "auto" and gpus > 0):
+        precision = check_choice(PRECISION_ENV, os.environ.get(PRECISION_ENV) or "bf16", PRECISIONS)
+        return [replace(c, precision=precision) if c.precision == "auto" else c for c in configs]
+    return sweep_precision(configs, torch.device("cpu"), threads)
+
+
+def _run_on_slurm(args: argparse.Namespace, configs: Sequence[RunConfig]) -> None:
+    """``run --engine slurm``: submit the runs that are not finished or queued; with ``--results``, wait for all of
+    them and write the collected sweep. Runs are named after the corpus that loads here (a stand-in offline)."""
+    check_int("threads", args.threads, 1, 1024)
+    resources = SlurmResources(args.partition, args.gpus_per_run, args.time, args.threads).validated()
+    require_slurm()
+    corpora: dict[tuple[str, int], str] = {}
+    for cfg in configs:
+        if (cfg.data, cfg.data_seed) not in corpora:
+            splits, note = load_splits(cfg.data, seed=cfg.data_seed)
+            corpora[cfg.data, cfg.data_seed] = splits.name
+            print(note)
+    configs = [replace(c, data=corpora[c.data, c.data_seed]) for c in configs]
+    out = Path(args.out).absolute()
+    device = args.device or os.environ.get("JOMA_DEVICE", "auto")
+    configs = _slurm_precision(configs, device, resources.gpus, args.threads)
+    by_name = {c.name: c for c in configs}
+    submit_missing(out, [(c.name, (c, str(out), device, args.threads)) for c in configs],
+                   lambda name: _finished_result(out / name / "result.npz", by_name[name]) is not None,
+                   train_on_node, resources, f"joma-{out.name}")
+    if args.results:
+        wait_for(out, list(by_name), log=lambda _: None)
+        runs = [_finished_result(out / c.name / "result.npz", c) for c in configs]
+        if any(r is None for r in runs):
+            raise ValueError(f"{out} holds results of other settings for "
+                             f"{', '.join(c.name for c, r in zip(configs, runs, strict=True) if r is None)}")
+        write_results(Path(args.results), collect([r for r in runs if r is not None], configs), _sweep_meta(configs))
+        print(f"wrote {args.results}")
+    else:
+        print(f"follow them with `python -m joma_lib.lm.train status --out {args.out}`; when they are done, "
+              f"`python -m joma_lib.lm.train collect {args.out} --results sweep.npz`")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "run":
+        if args.command == "run" and args.engine == "slurm":
+            base, layers, lrs, seeds = config_from_args(args)
+            _run_on_slurm(args, sweep_configs(base, layers, lrs, seeds))
+        elif args.command == "status":
+            print(format_states(*run_states(args.out)))
+        elif args.command == "run":
             base, layers, lrs, seeds = config_from_args(args)
             configs = sweep_configs(base, layers, lrs, seeds)
             resolve_device(args.device)

@@ -20,6 +20,8 @@ import html
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from joma_lib.figures.phone import PHONE_MEDIA
+
 if TYPE_CHECKING:
     import ipywidgets
 
@@ -38,6 +40,10 @@ def panel_images(panel: ipywidgets.Widget) -> Iterator[tuple[str, bytes]]:
         yield from panel_images(child)
 
 
+def _data_uri(fmt: str, data: bytes) -> str:
+    return f"data:image/{fmt};base64,{base64.b64encode(data).decode('ascii')}"
+
+
 class StaticView:
     """Displays as the live panel in a kernel, and as its picture plus :data:`LIVE_NOTE` elsewhere."""
 
@@ -51,12 +57,18 @@ class StaticView:
         self.panel, self.alt, self.note = panel, alt, note
 
     def static_html(self) -> str:
-        """The HTML view: each image of the panel (full width, at most its own size) and the note."""
-        images = [f'<img src="data:image/{fmt};base64,{base64.b64encode(data).decode("ascii")}" '
-                  f'alt="{html.escape(self.alt)}" style="max-width:100%;height:auto">'
+        """The HTML view: each image of the panel (full width, at most its own size) and the note. The drawing
+        of a :class:`~joma_lib.widgets.panel.Panel` also comes in its phone layout, which narrow screens show
+        instead (``<picture>``): scaled to a phone's column, the wide drawing's text would be unreadable."""
+        from joma_lib.widgets.panel import PanelBox
+
+        images = [f'<img src="{_data_uri(fmt, data)}" alt="{html.escape(self.alt)}" style="max-width:100%;height:auto">'
                   for fmt, data in panel_images(self.panel)]
         if not images:
             raise ValueError("the panel holds no image to show without a kernel")
+        if isinstance(self.panel, PanelBox):
+            phone = _data_uri("png", self.panel.panel.phone_png())
+            images[0] = f'<picture><source media="{PHONE_MEDIA}" srcset="{phone}">{images[0]}</picture>'
         return (f'<div class="joma-widget-static">{"".join(images)}'
                 f"<p><em>{html.escape(self.note)}</em></p></div>")
 

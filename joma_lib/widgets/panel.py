@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import pickle
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,16 +22,27 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
+from joma_lib.figures.phone import PHONE_DPI, TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.figures.style import figure_style
 
 Values = dict[str, Any]
 
 
-def figure_png(figure: Figure, dpi: float = 80) -> bytes:
-    """``figure`` encoded as PNG (fast zlib level: the image is redrawn on every change)."""
+def figure_png(figure: Figure, dpi: float = 80, metadata: Mapping[str, str] | None = None, tight: bool = False) -> bytes:
+    """``figure`` encoded as PNG (fast zlib level: the image is redrawn on every change); ``tight`` crops it to
+    what is drawn (``bbox_inches="tight"``)."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+    figure.savefig(buffer, format="png", dpi=dpi, metadata=dict(metadata or {}), pil_kwargs={"compress_level": 1},
+                   bbox_inches="tight" if tight else None)
     return buffer.getvalue()
+
+
+class PanelBox(widgets.HBox):
+    """The box a :class:`Panel` shows (:attr:`Panel.widget`); ``panel`` leads back to it (see ``fallback``)."""
+
+    def __init__(self, panel: Panel, children: list[widgets.Widget]) -> None:
+        super().__init__(children)
+        self.panel = panel
 
 
 def control_error(name: str, control: widgets.ValueWidget, value: Any) -> str | None:
@@ -141,6 +153,15 @@ class Panel:
         finally:
             self._busy = False
 
+    def phone_png(self) -> bytes:
+        """The current drawing in its phone layout (:func:`~joma_lib.figures.phone.stack_for_phone`) as PNG; its
+        ``TEXT_PX_KEY`` text chunk records the height of its smallest text in its own pixels. It is laid out on a
+        copy: a draw function may keep one figure and update it in place (``Fig4Drawing``)."""
+        with figure_style():
+            figure = stack_for_phone(pickle.loads(pickle.dumps(self.draw(self.result, self.values))))
+            return figure_png(figure, PHONE_DPI, {TEXT_PX_KEY: f"{smallest_text_px(figure, PHONE_DPI):.2f}"},
+                              tight=True)
+
     @property
     def widget(self) -> widgets.Widget:
         """Controls on the left; image, legend and status line on the right."""
@@ -148,4 +169,4 @@ class Panel:
         if self.legend:
             right.append(widgets.HTML(f"<small>{html.escape(self.legend)}</small>"))
         right.append(self.status)
-        return widgets.HBox([widgets.VBox(list(self.controls.values())), widgets.VBox(right)])
+        return PanelBox(self, [widgets.VBox(list(self.controls.values())), widgets.VBox(right)])
