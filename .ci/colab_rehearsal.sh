@@ -5,9 +5,10 @@
 #      plus ipykernel and nbclient, which Colab and Binder have;
 #   3. convert every chapter to .ipynb (jupytext) in a scratch folder outside the repository;
 #   4. execute each top to bottom with that folder as working directory; each notebook's install cell
-#      installs the wheel (JOMA_WHEEL) the first time joma_lib is missing, as it would install from GitHub.
+#      installs the wheel (JOMA_WHEEL) the first time joma_lib is missing, as it would install from GitHub;
+#      with a figure store from the book build (JOMA_FIGURE_STORE), the trained figures' data are reused (below).
 # Chapters that need the authors' files or the internet fall back to the committed data, as in the book.
-# pip's cache is reused, so after the first run the venv costs seconds; executing the chapters dominates.
+# The fresh venv of step 2 is built once per set of requirements and kept (see below); executing the chapters dominates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -24,12 +25,29 @@ git ls-files -z | xargs -0 cp --parents -t "$work/src"
 .venv/bin/pip wheel -q --no-deps -w "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/joma_companion-*.whl)
 
-"$python" -m venv "$work/venv"
-pip=("$work/venv/bin/pip" install -q -c "$repo/constraints.txt")
-"${pip[@]}" torch==2.13.0
-grep -v '^-e ' requirements.txt > "$work/requirements.txt"
-"${pip[@]}" -r "$work/requirements.txt" ipykernel nbclient
-if (cd "$work" && "$work/venv/bin/python" -c "import joma_lib" 2>/dev/null); then
+# The reader's environment (torch, requirements.txt, ipykernel, nbclient; no joma_lib), like a Colab image: kept
+# outside the checkout, keyed by what defines it (requirements, constraints, Python), rebuilt when that changes.
+# joma_lib is removed from it before every run, so each notebook's install cell must install the wheel again.
+cache=${JOMA_REHEARSAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/joma-rehearsal}
+mkdir -p "$cache"
+exec 9> "$cache/lock"
+flock 9  # one rehearsal at a time uses the cached environment
+key=$({ cat requirements.txt constraints.txt; "$python" -VV; echo "torch==2.13.0 ipykernel nbclient"; } \
+      | sha256sum | cut -c1-16)
+venv="$cache/venv-$key"
+if [ -f "$venv/.complete" ]; then
+  echo "rehearsal venv reused: $venv"
+else
+  rm -rf "$cache"/venv-*  # an environment for other requirements is never used again
+  "$python" -m venv "$venv"
+  pip=("$venv/bin/pip" install -q -c "$repo/constraints.txt")
+  "${pip[@]}" torch==2.13.0
+  grep -v '^-e ' requirements.txt > "$work/requirements.txt"
+  "${pip[@]}" -r "$work/requirements.txt" ipykernel nbclient
+  touch "$venv/.complete"
+fi
+"$venv/bin/pip" uninstall -q -y joma-companion 2>/dev/null || true
+if (cd "$work" && "$venv/bin/python" -c "import joma_lib" 2>/dev/null); then
   echo "joma_lib is importable before the install cell ran: the rehearsal would not test it" >&2; exit 1
 fi
 echo "rehearsal venv ready after $(( $(date +%s) - t0 ))s"
@@ -39,12 +57,27 @@ for md in $(grep -l '^kernelspec:' book/*.md); do
   .venv/bin/jupytext --quiet --to ipynb -o "$work/notebooks/$(basename "${md%.md}").ipynb" "$md"
 done
 
+# Training networks is most of a chapter's cost. Given the figure store of this run's book build
+# (JOMA_FIGURE_STORE, set by .ci/run), the chapters draw the kept data of the figures that train a network
+# (FigureSpec.trained; `verify --from` compares those same data with their references) from a copy of it; every
+# other figure is computed by the library installed from the wheel, as a reader's notebook computes it.
+if [ -n "${JOMA_FIGURE_STORE:-}" ] && [ -d "$JOMA_FIGURE_STORE" ]; then
+  mkdir "$work/figure_data"
+  for fig in $(.venv/bin/python -c "from joma_lib.figures.calibration import trained_figure_ids as t; print(*t())"); do
+    cp "$JOMA_FIGURE_STORE/$fig".* "$work/figure_data/" 2>/dev/null || true
+  done
+  echo "trained figures drawn from the book build's data: $(cd "$work/figure_data" && ls -- *.npz 2>/dev/null | xargs)"
+  export JOMA_FIGURE_STORE="$work/figure_data"
+else
+  unset JOMA_FIGURE_STORE
+fi
+
 cd "$work/notebooks"
 export JOMA_WHEEL="$wheel"
 failed=0
 for nb in *.ipynb; do
   t=$(date +%s)
-  if "$work/venv/bin/python" - "$nb" <<'PY'
+  if "$venv/bin/python" - "$nb" <<'PY'
 import sys, nbformat
 from nbclient import NotebookClient
 path = sys.argv[1]
@@ -53,6 +86,6 @@ NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"
 PY
   then echo "ok    $nb ($(( $(date +%s) - t ))s)"; else echo "FAIL  $nb"; failed=1; fi
 done
-"$work/venv/bin/python" -c "import joma_lib; assert '$repo' not in joma_lib.__file__, joma_lib.__file__"
+"$venv/bin/python" -c "import joma_lib; assert '$repo' not in joma_lib.__file__, joma_lib.__file__"
 echo "rehearsal finished in $(( $(date +%s) - t0 ))s"
 exit $failed

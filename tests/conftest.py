@@ -4,15 +4,24 @@ The probe (:func:`joma_lib.cpu.bf16_support`) must run before the first bf16 ope
 oneDNN's default bf16 kernels die (AMX advertised but unusable), it limits oneDNN's instruction set, which
 oneDNN reads only on its first use. Tests that exercise bf16 itself are skipped, with the probe's verdict as
 the reason, on a CPU where no bf16 path runs: mark them ``@pytest.mark.bf16``.
+
+Tests that check properties of a registered figure's data take them from the ``figure_data`` fixture: the data a
+book build kept in the figure store (``JOMA_FIGURE_STORE``, set by CI), computed only when they are not there, so
+that a CI run computes each figure once; their comparison with the reference is ``verify --from``'s.
 """
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The figure store is read through the figure_data fixture only: no test's show() reads or fills it.
+FIGURE_STORE = os.environ.pop("JOMA_FIGURE_STORE", "")
 
 from joma_lib.cpu import bf16_support  # noqa: E402 - after the environment above
 
@@ -27,3 +36,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "bf16" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def kept_figure_data() -> Callable[[str], dict[str, np.ndarray] | None]:
+    """``kept_figure_data(fig_id)``: the data a book build kept in the figure store for this setting, else None."""
+    from joma_lib.figures.harness import load_stored
+
+    store = Path(FIGURE_STORE) if FIGURE_STORE else None
+    return lambda fig_id: load_stored(fig_id, store) if store is not None else None
+
+
+@pytest.fixture(scope="session")
+def figure_data(kept_figure_data) -> Callable[[str], dict[str, np.ndarray]]:
+    """``figure_data(fig_id)``: the figure's data with its registered params, from the figure store when kept there."""
+    from joma_lib.figures.harness import compute
+
+    def data(fig_id: str) -> dict[str, np.ndarray]:
+        kept = kept_figure_data(fig_id)
+        return kept if kept is not None else compute(fig_id)
+
+    return data

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from joma_lib.figures import compare, compute, draw, get_spec, load_reference
+from joma_lib.figures import compare, draw, get_spec, load_reference
 
 IDS = ("c-thm2-closed-form", "c-thm2-saliency", "fig4", "c-fig4-variants", "c-thm4-rates", "c-thm3-relu")
 
 
 @pytest.fixture(scope="module")
-def data() -> dict[str, dict[str, np.ndarray]]:
-    return {fig_id: compute(fig_id) for fig_id in IDS}
+def data(figure_data) -> dict[str, dict[str, np.ndarray]]:
+    return {fig_id: figure_data(fig_id) for fig_id in IDS}
 
 
 @pytest.mark.parametrize("fig_id", IDS)

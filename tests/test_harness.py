@@ -200,3 +200,51 @@ def test_large_figure_data_offers_a_gzipped_csv(tmp_path):
     assert len(raw) < (tmp_path / "big.csv").stat().st_size / 2
     harness.write_csv(tmp_path / "again.csv.gz", big)
     assert (tmp_path / "again.csv.gz").read_bytes() == raw  # byte-stable: no time stamp
+
+
+def test_show_keeps_its_data_in_the_store_and_verify_from_compares_them(toy_registry, tmp_path, monkeypatch, capsys):
+    """One computation per figure: the book's ``show`` keeps the data, ``verify --from`` compares those."""
+    calls: list[float] = []
+
+    def counting_make(scale: float = 1.0, n: int = 5) -> dict[str, np.ndarray]:
+        calls.append(scale)
+        return _make_toy(scale, n)
+
+    toy = FigureSpec(**{**TOY.__dict__, "make": counting_make})
+    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": toy})
+    harness.update_reference("c-toy")
+    store = tmp_path / "store"
+    monkeypatch.setenv(harness.STORE_ENV, str(store))
+    harness.show("c-toy", out_dir=tmp_path / "gen")
+    assert (store / "c-toy.npz").exists() and len(calls) == 2
+    harness.show("c-toy", out_dir=tmp_path / "gen")  # a second page showing it draws the kept data
+    harness.show("c-toy", out_dir=tmp_path / "gen", scale=1.0)  # explicit parameters: always computed
+    assert len(calls) == 3
+    capsys.readouterr()
+    assert main(["verify", "--from", str(store), "c-toy"]) == 0 and len(calls) == 3
+    out = capsys.readouterr().out
+    assert "ok (stored)" in out and f"1 figure(s) compared from {store}" in out
+    assert main(["verify", "c-toy"]) == 0 and len(calls) == 4  # without --from: computed, as for a reader
+
+
+def test_verify_from_computes_what_the_store_lacks_or_made_otherwise(toy_registry, tmp_path, monkeypatch, capsys):
+    """Data kept for other params, under another oneDNN ceiling, or wrong data, are never passed off as checked."""
+    harness.update_reference("c-toy")
+    store = tmp_path / "store"
+    store.mkdir()
+    assert main(["verify", "--from", str(store), "c-toy"]) == 0
+    assert "ok (computed)" in capsys.readouterr().out
+    harness.write_reference("c-toy", _make_toy(scale=1.5), store)  # kept data that disagree with the reference
+    assert main(["verify", "--from", str(store), "c-toy"]) == 1
+    assert "(stored)" in capsys.readouterr().out
+    manifest = json.loads((store / "c-toy.json").read_text())
+    for key, value in [("params", {"scale": 2.0}), ("environment", {"onednn_isa_limit": "AVX2"})]:
+        (store / "c-toy.json").write_text(json.dumps({**manifest, key: value}))
+        assert harness.load_stored("c-toy", store) is None
+        assert main(["verify", "--from", str(store), "c-toy"]) == 0
+        assert "ok (computed)" in capsys.readouterr().out
+    (store / "c-toy.npz").write_bytes(b"damaged")
+    with pytest.raises(harness.CorruptReferenceError, match="sha256"):
+        harness.load_stored("c-toy", store)
+    assert main(["verify", "--from", str(tmp_path / "absent"), "c-toy"]) == 2
+    assert "--from must be an existing folder" in capsys.readouterr().err

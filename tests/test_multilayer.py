@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from joma_lib.combination_hierarchy import CombinationHierarchy
-from joma_lib.figures.harness import compute
 from joma_lib.figures.hierarchy import KINDS, layer0_learning_margin, level_specificity
 from joma_lib.figures.registry import get_spec
 from joma_lib.multilayer import (
@@ -30,9 +29,9 @@ from joma_lib.multilayer import (
 
 
 @pytest.fixture(scope="module")
-def table1() -> dict[str, np.ndarray]:
-    """The quick configuration of Table 1, trained once for every test here (the book's data)."""
-    return compute("table1")
+def table1(figure_data) -> dict[str, np.ndarray]:
+    """The quick configuration of Table 1, trained once for every test here (the book's data, when kept)."""
+    return figure_data("table1")
 
 
 def test_table1_quick_shapes_and_range(table1: dict[str, np.ndarray]) -> None:

@@ -4,6 +4,7 @@
     python -m joma_lib.figures make [ids] [--out D] # PNG, SVG, npz and CSV into D (default figures_out/)
     python -m joma_lib.figures make table1 --full   # the paper-scale setting of a figure (slow; GPU advised)
     python -m joma_lib.figures verify [ids]         # regenerate, compare with the references; exit 1 on failure
+    python -m joma_lib.figures verify --from DIR    # compare the data a book build kept in DIR; compute the rest
     python -m joma_lib.figures update [ids]         # rewrite the committed reference data
     python -m joma_lib.figures claims [ids] [--json] # the paper's claims: value, threshold, verdict
     python -m joma_lib.figures calibrate [ids]      # measure trained figures' tolerances across numerics/seeds
@@ -12,7 +13,9 @@ With no ids, ``make``/``verify``/``update``/``claims`` act on every registered f
 claim ids). ``verify`` also evaluates each figure's claims on the data it regenerated and fails when a claim
 the book says holds fails (a claim the book reports as failing that starts to hold is reported too). A figure whose external
 input (e.g. the authors' published runs) cannot be found or downloaded is reported as SKIPPED, or
-as a failure with ``verify --require-inputs``.
+as a failure with ``verify --require-inputs``. ``verify --from DIR`` takes each figure's data from the figure store
+DIR (``JOMA_FIGURE_STORE`` of a book build, see :mod:`joma_lib.figures.harness`) when they were kept there for this
+setting, computes only the others, and says which were which.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from joma_lib.figures.calibration import VARIANTS, calibrate, trained_figure_ids
 from joma_lib.figures.claims import error_text, evaluate_figure, format_table, ledger, surprises
@@ -30,6 +34,7 @@ from joma_lib.figures.harness import (
     compute,
     draw,
     save_outputs,
+    stored_or_computed,
     update_reference,
 )
 from joma_lib.figures.registry import figure_ids, get_spec
@@ -78,14 +83,23 @@ def _cmd_make(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _readable_dir(path: str, name: str) -> Path:
+    """``path`` as an existing folder; a :class:`ValueError` naming ``name`` otherwise."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ValueError(f"{name} must be an existing folder (a figure store, e.g. _build/figure_data), got {path!r}")
+    return folder
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
-    failures = skipped = 0
+    failures = skipped = from_store = 0
     ids = _ids(args.ids)
+    store = _readable_dir(args.from_dir, "--from") if args.from_dir is not None else None
     claim_rows = []
     print(f"{'figure':<24} {'worst array':<22} {'max |dev|':>11} {'rtol':>8} {'atol':>8} {'dev/tol':>9}  verdict")
     for fig_id in ids:
         try:
-            data = compute(fig_id)
+            data, stored = stored_or_computed(fig_id, store)
             c = compare_with_reference(fig_id, data)
             rows = evaluate_figure(fig_id, data)
         except (MissingReferenceError, InputCorruptError) as err:  # no usable reference or a damaged input file
@@ -112,6 +126,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if broken:
             verdict = ("FAIL" if c.passed else verdict) + f" claims fail: {', '.join(broken)}"
         failures += not c.passed or bool(broken)
+        from_store += stored
+        if store is not None:
+            verdict += " (stored)" if stored else " (computed)"
         print(f"{fig_id:<24} {c.worst_array:<22} {c.max_abs_dev:>11.3g} {c.rtol:>8.1g} {c.atol:>8.1g} "
               f"{c.ratio:>9.3g}  {verdict}")
     held = sum(r.verdict == r.book_says for r in claim_rows)
@@ -120,6 +137,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if r.book_says == "fails":
             print(f"note: claim {r.claim_id} now HOLDS (value {r.value:.4g}, threshold {r.threshold}) although the "
                   f"book reports it fails: update the page and the claim's book_says")
+    if store is not None:
+        print(f"{from_store} figure(s) compared from {store}, the others computed here")
     if skipped:
         print(f"{skipped} figure(s) not checked: their external input is unavailable here")
     print(f"{failures} figure(s) failed" if failures else "all checked figures match their references")
@@ -175,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(run=run)
     sub.choices["verify"].add_argument("--require-inputs", action="store_true",
                                        help="count a figure whose external input is unavailable as a failure")
+    sub.choices["verify"].add_argument("--from", dest="from_dir", metavar="DIR",
+                                       help="take the data kept in the figure store DIR (JOMA_FIGURE_STORE of a "
+                                            "book build) instead of computing them; compute the figures not there")
     sub.choices["claims"].add_argument("--json", action="store_true",
                                        help="print a JSON list of objects (id, figure, paper_ref, statement, "
                                             "value, threshold, verdict, page; reason when not run)")

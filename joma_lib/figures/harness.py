@@ -7,6 +7,11 @@ The three ways a figure is used all go through :func:`compute`:
 * ``python -m joma_lib.figures make`` saves the same files anywhere;
 * ``python -m joma_lib.figures verify`` compares the data with the committed
   reference (``joma_lib/figures/reference/<fig_id>.npz`` + ``.json``).
+
+A *figure store* (the folder named by ``JOMA_FIGURE_STORE``) lets one run compute each figure once: :func:`show`
+keeps there the data it computed (npz + json manifest, as a reference), and ``verify --from``, the tests and the
+Colab rehearsal take them from there (:func:`stored_or_computed`) instead of computing them again. CI points it
+at ``_build/figure_data`` while it builds the book; a reader who sets nothing computes everything, as before.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import platform
 import zipfile
 from collections.abc import Callable, Mapping
@@ -27,7 +33,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.cpu import onednn_isa_limit
+from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
 from joma_lib.figures.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
@@ -40,6 +46,8 @@ REFERENCE_DIR = Path(__file__).with_name("reference")
 # no page offers a multi-megabyte download; the npz next to it holds the same data.
 CSV_GZIP_ABOVE = 50_000
 PHONE_SUFFIX = "phone.png"  # the phone layout of a figure, served to narrow screens (_ext/sphinx_figures.py)
+STORE_ENV = "JOMA_FIGURE_STORE"
+"""Environment variable naming the figure store (see the module docstring); unset: no store."""
 
 
 class MissingReferenceError(RuntimeError):
@@ -350,6 +358,39 @@ def verify(fig_id: str, reference_dir: Path | None = None) -> Comparison:
     return compare_with_reference(fig_id, compute(fig_id), reference_dir)
 
 
+def store_dir() -> Path | None:
+    """The figure store named by ``JOMA_FIGURE_STORE`` (None when it is unset or empty)."""
+    value = os.environ.get(STORE_ENV, "")
+    return Path(value) if value else None
+
+
+def _params_json(fig_id: str) -> Any:
+    """The figure's registered params as its manifest records them (after a JSON round trip)."""
+    return json.loads(json.dumps({k: _jsonable(v) for k, v in get_spec(fig_id).params.items()}))
+
+
+def load_stored(fig_id: str, store: Path) -> FigureData | None:
+    """``fig_id``'s data kept in ``store`` by :func:`show`, if they were made here as now: with the figure's
+    registered params, for the reference variant that applies (e.g. the training precision) and under the same
+    oneDNN instruction-set ceiling; None otherwise. A damaged entry raises :class:`CorruptReferenceError`."""
+    path = reference_path(fig_id, store)
+    if not path.exists():
+        return None
+    data = load_reference(fig_id, store)  # sha256, names, shapes and dtypes against its manifest
+    manifest = json.loads(path.with_suffix(".json").read_text())
+    if get_spec(fig_id).trained:
+        bf16_support()  # sets this machine's oneDNN ceiling in this process, as training the figure would first
+    same_isa = manifest.get("environment", {}).get("onednn_isa_limit") == onednn_isa_limit()
+    return data if same_isa and manifest.get("params") == _params_json(fig_id) else None
+
+
+def stored_or_computed(fig_id: str, store: Path | None = None) -> tuple[FigureData, bool]:
+    """``fig_id``'s data with its registered params, and whether they came from ``store`` (:func:`load_stored`)
+    rather than being computed now. Nothing is written."""
+    stored = load_stored(fig_id, store) if store is not None else None
+    return (stored, True) if stored is not None else (compute(fig_id), False)
+
+
 def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> FigureData:
     """Book helper: compute, draw, save downloads, and glue the figure for ``{glue:figure} <fig_id>``.
 
@@ -359,11 +400,21 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     Returns the data so the page can check or quote numbers from it. If the figure needs an external
     input that cannot be had here (:class:`~joma_lib.io.InputUnavailableError`) or that fails its check
     (:class:`~joma_lib.io.InputCorruptError`), the committed reference data are drawn instead and the page says so.
+    With a figure store (``JOMA_FIGURE_STORE``) and no ``overrides``, data already kept there are drawn, and data
+    computed here are kept there (:func:`stored_or_computed`).
     """
     from IPython.display import Image
 
+    store = store_dir()
     try:
-        data = compute(fig_id, **overrides)
+        if overrides:
+            data = compute(fig_id, **overrides)
+        else:
+            with precisions_used() as used:
+                data, stored = stored_or_computed(fig_id, store)
+            if store is not None and not stored:
+                store.mkdir(parents=True, exist_ok=True)
+                write_reference(fig_id, data, store, precision=",".join(sorted(used)))
     except (InputUnavailableError, InputCorruptError) as err:
         if overrides:
             raise
