@@ -57,3 +57,18 @@ def figure_data(kept_figure_data) -> Callable[[str], dict[str, np.ndarray]]:
         return kept if kept is not None else compute(fig_id)
 
     return data
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test at the first attempt to open a network connection: an offline path must not try one (so it
+    cannot hang or retry, whatever the machine's load)."""
+    import socket
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        pytest.fail(f"a network connection was attempted: {args!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)

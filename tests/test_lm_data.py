@@ -1,7 +1,6 @@
 """Corpora, tokenizer, vocabulary and batching of the language-model experiments."""
 
 import os
-import time
 
 import pytest
 import torch
@@ -76,13 +75,11 @@ def test_offline_corpora_load_with_their_sources():
     assert int(lm.train.max()) < 500 and int(lm.valid.min()) >= 0
 
 
-def test_wikitext_offline_fails_fast_with_a_clear_message(monkeypatch):
+def test_wikitext_offline_fails_fast_with_a_clear_message(monkeypatch, no_network):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    start = time.perf_counter()
-    with pytest.raises(CorpusUnavailable, match="wikitext2 needs"):
+    with pytest.raises(CorpusUnavailable, match="wikitext2 needs"):  # at once: no connection is even tried
         load_splits("wikitext2", fallback=False)
     splits, note = load_splits("wikitext103")
-    assert time.perf_counter() - start < 5.0
     assert splits.name == "wikivital"
     assert "wikitext103 unavailable" in note and "stand-in wikivital" in note
 

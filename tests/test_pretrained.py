@@ -1,6 +1,5 @@
 """Pretrained-model loading for the embedding check (book/audit.md), offline."""
 
-import time
 
 import numpy as np
 import pytest
@@ -52,14 +51,12 @@ def test_packaged_gguf_model_is_where_the_loader_looks():
     assert path.is_file() and path.stat().st_size > 90e6
 
 
-def test_hub_models_fail_fast_offline(monkeypatch):
+def test_hub_models_fail_fast_offline(monkeypatch, no_network):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert not hub_available()
     for name in ("pythia-70m", "opt-125m"):
-        start = time.perf_counter()
-        with pytest.raises(InputUnavailableError, match="offline"):
+        with pytest.raises(InputUnavailableError, match="offline"):  # at once: no connection is even tried
             load_pretrained(name)
-        assert time.perf_counter() - start < 2.0
 
 
 def test_default_falls_back_to_packaged_models_offline(monkeypatch):
