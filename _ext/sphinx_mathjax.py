@@ -13,6 +13,10 @@ no Django needed) is installed, this extension
   lazy/safe UI are not shipped, nor the TeX packages the pages never autoload (``all-packages``,
   ``mhchem``).
 
+Sphinx adds MathJax only to pages whose source has equations. A page whose maths arrive in a cell's HTML
+output (the claims ledger's table) has none in its source, so this extension also marks every page whose
+body holds a ``class="math`` element as having equations, just before Sphinx decides.
+
 Without the package the build keeps Sphinx's CDN default and says so once in the log.
 Enabled in ``_config.yml`` under ``sphinx: local_extensions:`` (``sphinx_mathjax: _ext``).
 """
@@ -67,8 +71,16 @@ def _copy(app: Sphinx, exception: Exception | None) -> None:
             shutil.copy2(src, out)
 
 
+def _math_in_outputs(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
+                     doctree: Any) -> None:
+    """Before Sphinx's ``install_mathjax`` (priority 500): a page with maths in its HTML gets MathJax too."""
+    if 'class="math' in str(context.get("body", "")):
+        app.env.get_domain("math").data["has_equations"][pagename] = True
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     """Sphinx entry point."""
     app.connect("config-inited", _use_local)
+    app.connect("html-page-context", _math_in_outputs, priority=400)
     app.connect("build-finished", _copy)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

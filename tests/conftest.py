@@ -72,3 +72,54 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+class LocalServer:
+    """A real HTTP server on 127.0.0.1 that serves ``files`` (path -> bytes; 404 otherwise) and records each
+    requested path in ``hits``."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.files: dict[str, bytes] = {}
+        self.hits: list[str] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                server.hits.append(self.path)
+                body = server.files.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def local_http():
+    """A :class:`LocalServer`, shut down after the test."""
+    srv = LocalServer()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def refused_url() -> str:
+    """The url of a local port where nothing listens: connecting is refused at once, as on a machine offline."""
+    srv = LocalServer()
+    srv.close()
+    return srv.url

@@ -7,13 +7,10 @@ deliberately unroutable address, which must fail within the 5 s budget.
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import shutil
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -140,38 +137,30 @@ def test_missing_file_in_named_directory(tmp_path: Path) -> None:
         locate("other.pt", tmp_path)
 
 
-def _serve(payload: bytes, calls: list[str]):
-    def fake_urlopen(url: str, timeout: float) -> io.BytesIO:
-        calls.append(url)
-        return io.BytesIO(payload)
-    return fake_urlopen
-
-
 @needs_data
-def test_corrupted_cache_is_fetched_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_corrupted_cache_is_fetched_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, local_http) -> None:
     monkeypatch.setattr(authors, "CHECKOUT_DATA_DIR", tmp_path / "no_checkout")
+    monkeypatch.setattr(authors, "SOURCE_URL", local_http.url + "/joma/")
+    local_http.files["/joma/" + SMALL] = (OFFICIAL_DIR / SMALL).read_bytes()
     cache = authors.cache_dir()
     cache.mkdir(parents=True)
     (cache / SMALL).write_bytes(b"truncated")
-    calls: list[str] = []
-    monkeypatch.setattr(urllib.request, "urlopen", _serve((OFFICIAL_DIR / SMALL).read_bytes(), calls))
     path = locate(SMALL)
-    assert path == cache / SMALL and calls == [authors.SOURCE_URL + SMALL]
+    assert path == cache / SMALL and local_http.hits == ["/joma/" + SMALL]
     assert authors.sha256_of(path) == OFFICIAL_FILES[SMALL]
-    assert locate(SMALL) == path and len(calls) == 1  # now served from the cache
+    assert locate(SMALL) == path and len(local_http.hits) == 1  # now served from the cache
 
 
-def test_download_with_wrong_content_leaves_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(urllib.request, "urlopen", _serve(b"not the authors' file", []))
+def test_download_with_wrong_content_leaves_nothing(tmp_path: Path, local_http) -> None:
+    local_http.files["/x.pt"] = b"not the authors' file"
     with pytest.raises(ChecksumError):
-        authors.download("https://example.invalid/x.pt", tmp_path / SMALL, OFFICIAL_FILES[SMALL])
-    assert list(tmp_path.iterdir()) == []
+        authors.download(local_http.url + "/x.pt", tmp_path / SMALL, OFFICIAL_FILES[SMALL])
+    assert list(tmp_path.iterdir()) == [] and local_http.hits == ["/x.pt"]
 
 
-def test_offline_download_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def no_network(url: str, timeout: float) -> None:
-        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
-    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+def test_offline_download_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                     refused_url: str) -> None:
+    monkeypatch.setattr(authors, "SOURCE_URL", refused_url + "/")
     monkeypatch.setattr(authors, "CHECKOUT_DATA_DIR", tmp_path / "no_checkout")
     with pytest.raises(OfficialDataError, match="Offline.*JOMA_OFFICIAL_DIR"):
         locate(SMALL)
