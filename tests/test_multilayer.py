@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from joma_lib.combination_hierarchy import CombinationHierarchy
-from joma_lib.figures.hierarchy import KINDS, change_alignment_margin, layer0_learning_margin, level_specificity
+from joma_lib.figures.hierarchy import (
+    KINDS,
+    change_alignment_margin,
+    layer0_learning_margin,
+    level_specificity,
+    make_table1_wide,
+)
 from joma_lib.figures.registry import get_spec
 from joma_lib.multilayer import (
     CONFIGS,
@@ -22,6 +28,8 @@ from joma_lib.multilayer import (
     alignment_score,
     change_alignment_matrix,
     main,
+    run_table1,
+    save_result,
     score_at_init,
     seed_std,
     select_configuration,
@@ -104,6 +112,27 @@ def test_change_claim_measure_on_constructed_data() -> None:
     assert change_alignment_margin(data) > 5
     data["change"][2, :, 0, 0] = control[2, :, 0, 0] - 0.1  # one setting where the real labels change less
     assert change_alignment_margin(data) < 0
+
+
+def test_stored_run_is_saved_whole_and_checked_on_read(tmp_path) -> None:
+    tiny = replace(CONFIGS["quick"], steps=2, n_test=64, seeds=(1,), settings=((2, (10, 20)),))
+    result = run_table1(tiny, device="cpu")
+    with pytest.raises(ValueError, match=r"\.npz"):
+        save_result(result, tmp_path / "table.json")
+    assert not list(tmp_path.iterdir())  # nothing half-written
+    save_result(result, tmp_path / "table.npz")
+    with np.load(tmp_path / "table.npz") as npz:
+        assert np.array_equal(npz["scores_change_control"], result.scores_change_control)
+    with pytest.raises(ValueError, match="wide configuration"):  # a run of another configuration is refused
+        make_table1_wide(str(tmp_path / "table.npz"))
+
+
+def test_stored_wide_run_reads_back() -> None:
+    wide = make_table1_wide()
+    config = CONFIGS["wide"]
+    assert wide["change"].shape == (len(config.settings), len(config.seeds), config.n_layers, 3)
+    assert (config.steps, config.seeds, config.settings) == (CONFIGS["quick"].steps, CONFIGS["quick"].seeds,
+                                                            CONFIGS["quick"].settings)  # same run, wider
 
 
 def test_seed_std_uses_ddof_1() -> None:
