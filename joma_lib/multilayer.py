@@ -123,7 +123,7 @@ CONFIGS: dict[str, Table1Config] = {
 
 WIDE_RESULTS_FILE = Path(__file__).parent / "lm" / "results" / "table1-wide.npz"
 """The stored run of the ``wide`` configuration (``--config wide --device cpu --save <this file>``), read back by
-the figure ``table1-wide``."""
+the figure ``c-table1-wide``."""
 
 EXPLORATION_FILE = Path(__file__).parent / "lm" / "results" / "table1-exploration.json"
 """Outcomes of the explored configurations (``python -m joma_lib.multilayer --explore``)."""

@@ -289,7 +289,7 @@ def _table1_data(arrays: dict[str, np.ndarray], config: Table1Config) -> FigureD
 
 
 def make_table1_wide(path: str = str(WIDE_RESULTS_FILE)) -> FigureData:
-    """Data of ``table1-wide``: the stored run of the ``wide`` configuration (quick's data, steps and controls at
+    """Data of ``c-table1-wide``: the stored run of the ``wide`` configuration (quick's data, steps and controls at
     a larger width), as :func:`make_table1` gives them, plus ``change``/``change_control`` (the alignment of what
     training changed, :func:`joma_lib.multilayer.change_alignment_matrix`, for real and shuffled labels) with
     their seed means and standard deviations."""
@@ -346,7 +346,7 @@ WIDE_CHANGE_CLAIM = Claim(
     change_alignment_margin, ">=", CHANGE_MARGIN_SD, book_says="fails",
     kind="companion", threshold_set="before-data")
 """The companion metric's claim, stated before its run (commit "Table 1 companion metric and its claim"), and
-checked on the larger run's figure ``table1-wide``."""
+checked on the larger run's figure ``c-table1-wide``."""
 
 
 def level_specificity(data: FigureData) -> float:
@@ -576,7 +576,7 @@ FIGURES = [
         trained=True,
     ),
     FigureSpec(
-        fig_id="table1-wide",
+        fig_id="c-table1-wide",
         title="Table 1 at a larger width: the paper's score and the alignment of what training changed",
         paper_ref="Table 1 (companion: larger run and metric)",
         chapter="book/hierarchy.md",
