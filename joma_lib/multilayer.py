@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -111,11 +111,19 @@ CONFIGS: dict[str, Table1Config] = {
     # (not measured), days on a CPU
     # (one step of width 1024 took 6-35 s on the shared 2-core machine).
     "full": Table1Config(),
+    # The larger run of book/hierarchy.md, same data, steps and controls as "quick" but 4x the width (MLP 4 x d as
+    # in "quick"): the widest that fits 10 CPU-minutes on one core. Measured on the shared 2-core machine (20 vs
+    # 80 steps, extrapolated to the 24 runs of 300 steps): width 128: 314-452 CPU-s, 160: 685, 192: 810, 256: 1414.
+    "wide": replace(_PAPER_DATA_QUICK, d_model=128, d_hidden=512),
     # Scaled down for 2 CPU cores (about 40 s of CPU time for the whole table): width 32 instead of 1024,
     # 300 Adam steps of 32 sequences at lr 3e-3 instead of 10k steps of 128 at 1e-4, 3 seeds, one thread.
     "quick": _PAPER_DATA_QUICK,
 }
 
+
+WIDE_RESULTS_FILE = Path(__file__).parent / "lm" / "results" / "table1-wide.npz"
+"""The stored run of the ``wide`` configuration (``--config wide --device cpu --save <this file>``), read back by
+the figure ``c-table1-wide``."""
 
 EXPLORATION_FILE = Path(__file__).parent / "lm" / "results" / "table1-exploration.json"
 """Outcomes of the explored configurations (``python -m joma_lib.multilayer --explore``)."""
@@ -244,11 +252,25 @@ def _torch_threads(n: int | None) -> Iterator[None]:
 
 class RunResult(NamedTuple):
     """One trained model: ``scores[j, k]`` (layer ``j`` against latent level ``k``) after training,
-    ``scores_init`` of the same network at initialisation, and the training loss of every step."""
+    ``scores_init`` of the same network at initialisation, the training loss of every step, and
+    ``scores_change``, the alignment of what training changed (:func:`change_alignment_matrix`)."""
 
     scores: np.ndarray
     scores_init: np.ndarray
     losses: np.ndarray
+    scores_change: np.ndarray
+
+
+def pooled_hiddens(model: HierarchyTransformer, test: HierarchySample, device: torch.device) -> list[np.ndarray]:
+    """Every layer's hidden MLP activations on the test sequences, max-pooled over positions: ``(n, d_hidden)`` each."""
+    with torch.no_grad():
+        _, hiddens = model(torch.from_numpy(test.tokens).to(device))
+    return [h.amax(dim=1).cpu().numpy() for h in hiddens]
+
+
+def _alignment_of(pooled: Sequence[np.ndarray], test: HierarchySample, min_corr: float) -> np.ndarray:
+    """``alignment_score`` of every layer's pooled activations with every latent level: ``(n_layers, n_levels)``."""
+    return np.array([[alignment_score(active, h, min_corr) for active in test.active] for h in pooled])
 
 
 def alignment_matrix(model: HierarchyTransformer, test: HierarchySample, min_corr: float,
@@ -257,10 +279,21 @@ def alignment_matrix(model: HierarchyTransformer, test: HierarchySample, min_cor
 
     Returns ``(n_layers, n_levels)``; the levels are those of ``test.active``, the classes last.
     """
-    with torch.no_grad():
-        _, hiddens = model(torch.from_numpy(test.tokens).to(device))
-    pooled = [h.amax(dim=1).cpu().numpy() for h in hiddens]
-    return np.array([[alignment_score(active, h, min_corr) for active in test.active] for h in pooled])
+    return _alignment_of(pooled_hiddens(model, test, device), test, min_corr)
+
+
+def change_alignment_matrix(before: Sequence[np.ndarray], after: Sequence[np.ndarray], test: HierarchySample,
+                            min_corr: float) -> np.ndarray:
+    """Companion metric (not the paper's): ``alignment_score`` of the change that training made to every
+    layer's pooled hidden activations, ``after - before`` per neuron and test sequence, with every latent level.
+
+    The network at initialisation already scores high on level 0 (single tokens nearly determine the
+    level-0 latents), so the paper's score cannot tell learning from initialisation; the change drops
+    whatever the untrained network already computed. Returns ``(n_layers, n_levels)``.
+    """
+    if len(before) != len(after):
+        raise ValueError(f"before and after must hold the same number of layers, got {len(before)} and {len(after)}")
+    return _alignment_of([a - b for b, a in zip(before, after)], test, min_corr)
 
 
 def _setup(config: Table1Config, n_combinations: int, level_sizes: tuple[int, ...], seed: int,
@@ -315,7 +348,8 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
     shuffler = np.random.default_rng((seed, 2))
     with _torch_threads(config.cpu_threads if dev.type == "cpu" else None):
         data, test, model = _setup(config, n_combinations, level_sizes, seed, dev)
-        scores_init = alignment_matrix(model, test, config.min_corr, dev)
+        pooled_init = pooled_hiddens(model, test, dev)
+        scores_init = _alignment_of(pooled_init, test, config.min_corr)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         losses = np.empty(config.steps)
         steps = range(config.steps)
@@ -333,8 +367,10 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
             loss.backward()
             optimizer.step()
             losses[step] = loss.item()
-        scores = alignment_matrix(model, test, config.min_corr, dev)
-    return RunResult(scores, scores_init, losses)
+        pooled = pooled_hiddens(model, test, dev)
+        scores = _alignment_of(pooled, test, config.min_corr)
+        scores_change = change_alignment_matrix(pooled_init, pooled, test, config.min_corr)
+    return RunResult(scores, scores_init, losses, scores_change)
 
 
 def explore_configuration(config: Table1Config) -> Exploration:
@@ -388,6 +424,16 @@ class Table1Result:
     scores_control: np.ndarray  # the same initial networks trained on shuffled labels
     final_loss: np.ndarray  # (n_settings, n_seeds): mean training loss over the last 10% of steps
     final_loss_control: np.ndarray  # the same for the shuffled-label controls
+    scores_change: np.ndarray  # alignment of the change training made (change_alignment_matrix), real labels
+    scores_change_control: np.ndarray  # the same for the shuffled-label controls
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every field as a numpy array (settings as ``n_combinations`` and ``level_sizes``), for an npz file."""
+        return {"n_combinations": np.array([n for n, _ in self.settings]),
+                "level_sizes": np.array([sizes for _, sizes in self.settings]), "seeds": np.asarray(self.seeds),
+                "scores": self.scores, "scores_init": self.scores_init, "scores_control": self.scores_control,
+                "final_loss": self.final_loss, "final_loss_control": self.final_loss_control,
+                "scores_change": self.scores_change, "scores_change_control": self.scores_change_control}
 
     def format(self) -> str:
         """The paper's table as text: per setting, ``mean +- std`` (ddof=1) over seeds of the diagonal scores."""
@@ -417,16 +463,28 @@ def run_table1(config: Table1Config, device: str | None = None, progress: bool =
     n_steps_tail = max(1, config.steps // 10)
     shape = (len(config.settings), len(config.seeds), config.n_layers, n_levels.pop())
     scores, scores_init, scores_control = np.empty(shape), np.empty(shape), np.empty(shape)
+    change, change_control = np.empty(shape), np.empty(shape)
     final_loss, final_loss_control = np.empty(shape[:2]), np.empty(shape[:2])
     for i, (n_comb, sizes) in enumerate(config.settings):
         for j, seed in enumerate(config.seeds):
             run = train_and_score(config, n_comb, sizes, seed, device, progress)
             control = train_and_score(config, n_comb, sizes, seed, device, progress, shuffle_labels=True)
             scores[i, j], scores_init[i, j], scores_control[i, j] = run.scores, run.scores_init, control.scores
+            change[i, j], change_control[i, j] = run.scores_change, control.scores_change
             final_loss[i, j] = run.losses[-n_steps_tail:].mean()
             final_loss_control[i, j] = control.losses[-n_steps_tail:].mean()
     return Table1Result(config.settings, config.seeds, scores, scores_init, scores_control, final_loss,
-                        final_loss_control)
+                        final_loss_control, change, change_control)
+
+
+def save_result(result: Table1Result, path: Path) -> None:
+    """Write :meth:`Table1Result.arrays` to ``path`` (npz) atomically: a complete file or none."""
+    if path.suffix != ".npz":
+        raise ValueError(f"path must end in .npz, got {str(path)!r}")
+    arrays: dict[str, Any] = result.arrays()  # Any: numpy's stub types savez's keywords as allow_pickle
+    with atomic_path(path) as tmp:
+        with tmp.open("wb") as handle:
+            np.savez(handle, **arrays)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -443,6 +501,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--init-only", metavar="FILE", default=None,
                         help="only score the untrained networks (any width, no training) and save the "
                              "alignment matrices to FILE (json)")
+    parser.add_argument("--save", metavar="FILE", default=None,
+                        help="also save the whole result (Table1Result.arrays) to FILE (npz), written atomically")
     args = parser.parse_args(argv)
     if args.explore is not None:
         try:
@@ -458,6 +518,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.steps is not None:
             config = replace(config, steps=_parse_int("steps", args.steps))
         device = resolve_device(args.device)
+        if args.save is not None and not args.save.endswith(".npz"):
+            raise ValueError(f"--save must name an .npz file, got {args.save!r}")
     except ValueError as err:
         parser.error(str(err))
     if args.init_only is not None:
@@ -470,6 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
     result = run_table1(config, device=device.type, progress=not args.no_progress)
     print(result.format())
+    if args.save is not None:
+        save_result(result, Path(args.save))
     return 0
 
 

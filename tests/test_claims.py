@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from joma_lib.figures import claims, harness
+from joma_lib.figures import claims, fig7, harness
 from joma_lib.figures.__main__ import main
 from joma_lib.figures.registry import Claim, FigureSpec
 
@@ -90,18 +90,45 @@ def test_ledger_rows_and_surprises(toy):
 
 def test_pending_claims_are_not_run_until_a_figure_supersedes_them(toy):
     pending_ids = {p.claim_id for p in claims.PENDING}
-    for claim_id in ("table1-layer0-learns", "table1-level-specific", "fig7-srank-bounce",
-                     "fig6-bounce-without-adam-reset"):
+    for claim_id in ("table1-layer0-learns", "table1-level-specific", "fig6-bounce-without-adam-reset"):
         assert claim_id in pending_ids
     rows = {r.claim_id: r for r in claims.ledger()}
-    assert rows["fig7-srank-bounce"].verdict == "not-run" and "offline" in rows["fig7-srank-bounce"].reason
-    assert rows["fig7-srank-bounce"].threshold == ">= 0.1"  # stated before the Pythia path can run
-    backed = Claim("fig7-srank-bounce", "Fig. 7", "toy stand-in", lambda d: d["y"][0], ">=", 1.0, **BEFORE)
+    assert rows["fig6-bounce-without-adam-reset"].verdict == "not-run"
+    backed = Claim("fig6-bounce-without-adam-reset", "Fig. 6", "toy stand-in", lambda d: d["y"][0], ">=", 1.0,
+                   **BEFORE)
     toy(_spec(MAX_BELOW_4, backed))
     rows_list = claims.ledger()
-    assert [r.claim_id for r in rows_list].count("fig7-srank-bounce") == 1
-    row = next(r for r in rows_list if r.claim_id == "fig7-srank-bounce")
+    assert [r.claim_id for r in rows_list].count("fig6-bounce-without-adam-reset") == 1
+    row = next(r for r in rows_list if r.claim_id == "fig6-bounce-without-adam-reset")
     assert row.verdict == "holds" and row.figure == "c-claimy"
+
+
+def test_pythia_claim_is_not_run_offline_with_its_reason(toy, no_network):
+    rows = claims.ledger(["fig7-srank-bounce"])
+    assert [r.claim_id for r in rows] == ["fig7-srank-bounce"]
+    row = rows[0]
+    assert row.verdict == "not-run" and row.value is None and row.kind == "paper" and row.figure == ""
+    assert "Hugging Face hub" in row.reason and "HF_HUB_OFFLINE" in row.reason
+    assert row.threshold == f">= {fig7.BOUNCE_FRACTION:g}" and row.page == "book/fig7.md"
+    backed = Claim("fig7-srank-bounce", "Fig. 7", "twin", lambda d: d["y"][0], ">=", 1.0, **BEFORE)
+    toy(_spec(MAX_BELOW_4, backed))
+    with pytest.raises(RuntimeError, match="online claim"):  # one id, one claim
+        claims.ledger()
+
+
+def test_pythia_verdict_on_curves_of_the_stand_in_shape():
+    standin = harness.load_reference("c-fig7-standin")
+    steps, srank = standin["minibatch"], standin["stable_rank"]  # Pythia's schedule, [checkpoints, layers]
+    data = fig7.pythia_panels({"step": steps, "stable_rank": srank})
+    assert fig7.PYTHIA_CLAIM.evaluate(data) == fig7.STANDIN_CLAIM.evaluate(standin)  # same measure, same curves
+    t = np.log1p(steps.astype(float))[:, None] / np.log1p(steps[-1])
+    bouncing = 50 - 40 * np.sin(np.pi * t) ** 2 + np.arange(srank.shape[1])  # falls, then climbs back, every layer
+    value, verdict = fig7.PYTHIA_CLAIM.evaluate(fig7.pythia_panels({"step": steps, "stable_rank": bouncing}))
+    assert verdict == "holds" and value > 0.9
+    bouncing[-1, 2] = bouncing[:, 2].min()  # one layer ends at its minimum: no rebound there
+    assert fig7.PYTHIA_CLAIM.evaluate(fig7.pythia_panels({"step": steps, "stable_rank": bouncing}))[1] == "fails"
+    with pytest.raises(ValueError, match="stable_rank must be"):
+        fig7.pythia_panels({"step": steps[:-1], "stable_rank": srank})
 
 
 def test_duplicate_claim_id_is_an_error(toy, monkeypatch):

@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from joma_lib.combination_hierarchy import CombinationHierarchy
-from joma_lib.figures.hierarchy import KINDS, layer0_learning_margin, level_specificity
+from joma_lib.figures.hierarchy import (
+    KINDS,
+    change_alignment_margin,
+    layer0_learning_margin,
+    level_specificity,
+    make_table1_wide,
+)
 from joma_lib.figures.registry import get_spec
 from joma_lib.multilayer import (
     CONFIGS,
@@ -20,7 +26,10 @@ from joma_lib.multilayer import (
     HierarchyTransformer,
     Table1Config,
     alignment_score,
+    change_alignment_matrix,
     main,
+    run_table1,
+    save_result,
     score_at_init,
     seed_std,
     select_configuration,
@@ -79,6 +88,51 @@ def test_claim_measures_on_constructed_data() -> None:
     assert level_specificity({"trained_mean": mean}) == pytest.approx(0.1)
     mean[1, 2, 1] = 0.8  # in one setting layer 2 beats layer 1 on level 1
     assert level_specificity({"trained_mean": mean}) == pytest.approx(-0.1)
+
+
+def test_change_alignment_drops_what_the_untrained_network_computed() -> None:
+    data = CombinationHierarchy(100, 30, (10, 20), 20, 2, seed=0)
+    test = data.sample(256, np.random.default_rng(1))
+    rng = np.random.default_rng(2)
+    before = [rng.normal(size=(256, 12)), rng.normal(size=(256, 12))]
+    assert np.array_equal(change_alignment_matrix(before, before, test, 0.01), np.zeros((2, 3)))  # no change
+    learned = [b.copy() for b in before]
+    learned[0][:, :10] += 5 * test.active[0]  # training adds a detector of every level-0 latent to layer 0
+    change = change_alignment_matrix(before, learned, test, 0.01)
+    assert change[0, 0] > 0.9 and change[1, 0] == 0.0
+    with pytest.raises(ValueError, match="same number of layers"):
+        change_alignment_matrix(before, learned[:1], test, 0.01)
+
+
+def test_change_claim_measure_on_constructed_data() -> None:
+    rng = np.random.default_rng(0)
+    control = 0.3 + rng.normal(0, 0.02, size=(4, 3, 3, 3))
+    data = {"change_control": control, "change": control + rng.normal(0, 0.02, control.shape)}
+    data["change"][:, :, 0, 0] += 0.3
+    assert change_alignment_margin(data) > 5
+    data["change"][2, :, 0, 0] = control[2, :, 0, 0] - 0.1  # one setting where the real labels change less
+    assert change_alignment_margin(data) < 0
+
+
+def test_stored_run_is_saved_whole_and_checked_on_read(tmp_path) -> None:
+    tiny = replace(CONFIGS["quick"], steps=2, n_test=64, seeds=(1,), settings=((2, (10, 20)),))
+    result = run_table1(tiny, device="cpu")
+    with pytest.raises(ValueError, match=r"\.npz"):
+        save_result(result, tmp_path / "table.json")
+    assert not list(tmp_path.iterdir())  # nothing half-written
+    save_result(result, tmp_path / "table.npz")
+    with np.load(tmp_path / "table.npz") as npz:
+        assert np.array_equal(npz["scores_change_control"], result.scores_change_control)
+    with pytest.raises(ValueError, match="wide configuration"):  # a run of another configuration is refused
+        make_table1_wide(str(tmp_path / "table.npz"))
+
+
+def test_stored_wide_run_reads_back() -> None:
+    wide = make_table1_wide()
+    config = CONFIGS["wide"]
+    assert wide["change"].shape == (len(config.settings), len(config.seeds), config.n_layers, 3)
+    assert (config.steps, config.seeds, config.settings) == (CONFIGS["quick"].steps, CONFIGS["quick"].seeds,
+                                                            CONFIGS["quick"].settings)  # same run, wider
 
 
 def test_seed_std_uses_ddof_1() -> None:
@@ -163,7 +217,8 @@ def test_command_line_runs_and_rejects_bad_arguments(capsys: pytest.CaptureFixtu
     for argv, message in [(["--config", "huge"], "config must be one of"),
                           (["--device", "tpu"], "device must be one of"),
                           (["--seeds", "one"], "seeds must be integers"),
-                          (["--steps", "0"], "steps must be")]:
+                          (["--steps", "0"], "steps must be"),
+                          (["--save", "table.json"], "--save must name an .npz file")]:
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2

@@ -5,6 +5,9 @@ Claims the paper makes that no figure backs yet, or that cannot be tested here (
 authors do not ship), are listed in :data:`PENDING` with the reason; their verdict is ``not-run``. A figure claim
 with the same id supersedes the pending entry, so attaching a claim to a figure is all it takes to move it from
 "not run" to a verdict.
+A claim whose data only an online source gives (Pythia's checkpoints on the hub) is an
+:class:`~joma_lib.figures.registry.OnlineClaim` of its figure module (``ONLINE_CLAIMS``): evaluated when its fetch
+can run, ``not-run`` with the fetch's reason when it cannot.
 
 The ledger is evaluated by ``python -m joma_lib.figures claims`` (which regenerates each figure once), by
 ``verify`` (on the data it regenerates anyway) and by the book's ledger page (``book/claims.md``), which may
@@ -30,6 +33,7 @@ from joma_lib.figures.registry import (
     Verdict,
     figure_ids,
     get_spec,
+    online_claims,
 )
 from joma_lib.io import InputUnavailableError
 
@@ -66,12 +70,6 @@ PENDING: tuple[PendingClaim, ...] = (
     PendingClaim("table1-level-specific", "Table 1",
                  "The hidden neurons of layer k align best with the latents of level k (not of other levels).",
                  NOT_YET_RUN, "book/hierarchy.md"),
-    PendingClaim("fig7-srank-bounce", "Fig. 7",
-                 "Pre-trained Pythia (and OPT) checkpoints: the stable rank of W1, the lower MLP matrix, first drops "
-                 "then bounces back over training: in every layer, rebound after an interior minimum as a fraction "
-                 "of the drop (smallest over layers).",
-                 "needs Pythia's training checkpoints from the Hugging Face hub, which cannot be reached offline; "
-                 "OPT's intermediate checkpoints are not public", "book/fig7.md", threshold=">= 0.1"),
     PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
                  "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
                  "which token associations are learned first.",
@@ -210,6 +208,26 @@ def error_text(err: BaseException) -> str:
     return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
+def online_results(ids: set[str] | None = None) -> list[ClaimResult]:
+    """The online claims (:func:`~joma_lib.figures.registry.online_claims`; those in ``ids``, all when None):
+    evaluated on their fetched data where the fetch can run, ``not-run`` with its reason where it cannot."""
+    rows = []
+    for claim_id, online in sorted(online_claims().items()):
+        if ids is not None and claim_id not in ids:
+            continue
+        claim, reason = online.claim, ""
+        value: float | None = None
+        verdict: Verdict = "not-run"
+        try:
+            value, verdict = claim.evaluate(online.fetch())
+        except InputUnavailableError as err:
+            reason = f"needs {online.needs}: {' '.join(str(err).split())}"
+        rows.append(ClaimResult(claim_id, "", claim.paper_ref, claim.statement, value, _threshold(claim), verdict,
+                                online.page, claim.book_says, reason, claim.kind, claim.threshold_set,
+                                claim.threshold_note))
+    return rows
+
+
 def pending_results() -> list[ClaimResult]:
     """The pending claims not superseded by a figure claim of the same id, as ``not-run`` rows."""
     backed = claim_ids_on_figures()
@@ -226,12 +244,15 @@ def claim_ids_on_figures() -> dict[str, str]:
                 raise RuntimeError(f"claim id {claim.claim_id!r} is declared by {found[claim.claim_id]!r} "
                                    f"and {fig_id!r}")
             found[claim.claim_id] = fig_id
+    for claim_id in online_claims():
+        if claim_id in found:
+            raise RuntimeError(f"claim id {claim_id!r} is declared by {found[claim_id]!r} and as an online claim")
     return found
 
 
 def all_claim_ids() -> list[str]:
     """Every claim id in the ledger (figure claims and pending ones), sorted."""
-    return sorted(set(claim_ids_on_figures()) | {p.claim_id for p in PENDING})
+    return sorted(set(claim_ids_on_figures()) | set(online_claims()) | {p.claim_id for p in PENDING})
 
 
 def select(ids: Iterable[str]) -> tuple[list[str], set[str] | None]:
@@ -243,7 +264,7 @@ def select(ids: Iterable[str]) -> tuple[list[str], set[str] | None]:
     on_figures = claim_ids_on_figures()
     if not ids:
         return sorted({*on_figures.values()}), None
-    pending = {p.claim_id for p in PENDING}
+    pending = {p.claim_id for p in PENDING} | set(online_claims())
     figures: set[str] = set()
     keep: set[str] = set()
     for requested in ids:
@@ -269,7 +290,7 @@ def ledger(ids: Iterable[str] = (), load: Callable[[str], FigureData] | None = N
     load = compute if load is None else load
     figures, keep = select(ids)
     rows = [row for fig_id in figures for row in figure_results(fig_id, load)]
-    rows += pending_results()
+    rows += pending_results() + online_results(keep)
     return sorted((r for r in rows if keep is None or r.claim_id in keep), key=lambda r: r.claim_id)
 
 

@@ -14,7 +14,8 @@ reports that it first drops and then bounces back, like the attention entropy (S
 * ``c-fig7-quick``: a smaller, shorter version (preset ``fig7-quick``) that CI retrains.
 
 Two claims, two rows of the ledger. ``fig7-srank-bounce`` is the paper's, on the pre-trained Pythia/OPT
-checkpoints: it is pending (:data:`joma_lib.figures.claims.PENDING`) until the Pythia path can run.
+checkpoints (:data:`ONLINE_CLAIMS`): the ledger measures it on Pythia-70M's checkpoints when the hub is
+reachable, and reports it ``not-run`` with the reason offline.
 ``fig7-standin-srank-bounce`` is the stand-in's: on the seed-mean curve of ``W_1`` (the MLP input matrix) of
 *every* layer, the minimum lies strictly inside the run and the curve climbs back by at least
 :data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``; its value is the smallest over
@@ -32,7 +33,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from joma_lib.figures.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.figures.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, OnlineClaim, Tolerance
 from joma_lib.figures.sweep_plots import RESULTS_DIR, layer_colours, load_runs
 from joma_lib.lm.train import train_preset
 
@@ -112,6 +113,40 @@ STANDIN_CLAIM = Claim(
     f"minimum inside the run, then climbs back by at least {BOUNCE_FRACTION:.0%} of its drop; smallest rebound "
     "over layers", _every_layer_bounce, ">=", BOUNCE_FRACTION, book_says="fails", kind="companion",
     threshold_set="before-data")
+PYTHIA_CLAIM = Claim(
+    "fig7-srank-bounce", "Fig. 7",
+    "Pre-trained Pythia (and OPT) checkpoints: the stable rank of W1, the lower MLP matrix, first drops then bounces "
+    "back over training: in every layer, rebound after an interior minimum as a fraction of the drop (smallest over "
+    "layers; Pythia-70M, every 8th public checkpoint; OPT's intermediate checkpoints are not public)",
+    _every_layer_bounce, ">=", BOUNCE_FRACTION, kind="paper", threshold_set="before-data")
+"""The paper's own claim, measured as the stand-in's (its bar was listed in the ledger before the Pythia path
+could run). The ledger evaluates it on :func:`pythia_panels` of the real checkpoints when the hub is reachable."""
+
+
+def pythia_panels(ranks: dict[str, np.ndarray]) -> FigureData:
+    """The claim's data from :func:`joma_lib.lm.pythia.checkpoint_stable_ranks` (``step [S]``, ``stable_rank
+    [S, L]``): the curves and each layer's :func:`bounce_fraction`."""
+    srank = np.asarray(ranks["stable_rank"], dtype=np.float64)
+    step = np.asarray(ranks["step"])
+    if srank.ndim != 2 or step.shape != srank.shape[:1] or srank.shape[0] < 3:
+        raise ValueError(f"stable_rank must be [steps >= 3, layers] with one row per step, got {srank.shape} "
+                         f"for {step.shape[0]} steps")
+    return {"step": step, "stable_rank": srank,
+            "bounce_fraction": np.array([bounce_fraction(srank[:, layer]) for layer in range(srank.shape[1])])}
+
+
+def fetch_pythia() -> FigureData:
+    """:func:`pythia_panels` of Pythia-70M's public checkpoints (every 8th); offline it raises
+    :class:`~joma_lib.io.InputUnavailableError` before any download."""
+    from joma_lib.lm.pythia import PYTHIA_MODEL, checkpoint_stable_ranks
+
+    return pythia_panels(checkpoint_stable_ranks(PYTHIA_MODEL, progress=False))
+
+
+ONLINE_CLAIMS = (OnlineClaim(PYTHIA_CLAIM, fetch_pythia, "book/fig7.md",
+                             "Pythia's training checkpoints from the Hugging Face hub"),)
+
+
 QUICK_CLAIM = Claim(
     "fig7-standin-srank-bounce-quick", "Fig. 7 (offline stand-in)",
     f"Shortened stand-in run, retrained by CI: the stable rank of layer 0's W1 climbs back by at least "

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.dynamics import row_entropy
-from joma_lib.figures.registry import Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.figures.registry import READ_BACK, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.latent_tree import (
     HBLT,
     approximation_error_bound,
@@ -25,7 +26,9 @@ from joma_lib.latent_tree import (
 )
 from joma_lib.multilayer import (
     CONFIGS,
+    Table1Config,
     EXPLORED,
+    WIDE_RESULTS_FILE,
     read_explorations,
     run_table1,
     seed_std,
@@ -261,22 +264,54 @@ def make_table1(config: str = "quick", device: str | None = None) -> FigureData:
     detectors (:func:`joma_lib.multilayer.token_baseline`).
     """
     config = check_choice("config", config, sorted(CONFIGS))
-    result = run_table1(CONFIGS[config], device=device)
-    baseline = [[token_baseline(CONFIGS[config], n, sizes, seed) for seed in result.seeds]
-                for n, sizes in result.settings]
-    data: FigureData = {
-        "n_combinations": np.array([n for n, _ in result.settings]),
-        "level_sizes": np.array([sizes for _, sizes in result.settings]),
-        "seeds": np.asarray(result.seeds),
-        "final_loss": result.final_loss,
-        "final_loss_control": result.final_loss_control,
-        "token_baseline": np.array(baseline),
-    }
-    for kind, scores in zip(KINDS, (result.scores, result.scores_init, result.scores_control)):
-        data[kind] = scores
-        data[f"{kind}_mean"] = scores.mean(axis=1)
-        data[f"{kind}_std"] = seed_std(scores, axis=1)
+    return _table1_data(run_table1(CONFIGS[config], device=device).arrays(), CONFIGS[config])
+
+
+def _with_seed_stats(data: FigureData, name: str, scores: np.ndarray) -> None:
+    """``data[name]`` and its mean and standard deviation (``ddof=1``) over seeds (axis 1)."""
+    data[name] = scores
+    data[f"{name}_mean"] = scores.mean(axis=1)
+    data[f"{name}_std"] = seed_std(scores, axis=1)
+
+
+def _table1_data(arrays: dict[str, np.ndarray], config: Table1Config) -> FigureData:
+    """The figure data of a Table 1 run (:meth:`joma_lib.multilayer.Table1Result.arrays`), made with ``config``."""
+    settings = [(int(n), tuple(int(s) for s in sizes))
+                for n, sizes in zip(arrays["n_combinations"], arrays["level_sizes"])]
+    seeds = [int(seed) for seed in arrays["seeds"]]
+    data: FigureData = {key: arrays[key] for key in
+                        ("n_combinations", "level_sizes", "seeds", "final_loss", "final_loss_control")}
+    data["token_baseline"] = np.array([[token_baseline(config, n, sizes, seed) for seed in seeds]
+                                       for n, sizes in settings])
+    for kind, key in zip(KINDS, ("scores", "scores_init", "scores_control")):
+        _with_seed_stats(data, kind, arrays[key])
     return data
+
+
+def make_table1_wide(path: str = str(WIDE_RESULTS_FILE)) -> FigureData:
+    """Data of ``c-table1-wide``: the stored run of the ``wide`` configuration (quick's data, steps and controls at
+    a larger width), as :func:`make_table1` gives them, plus ``change``/``change_control`` (the alignment of what
+    training changed, :func:`joma_lib.multilayer.change_alignment_matrix`, for real and shuffled labels) with
+    their seed means and standard deviations."""
+    config = CONFIGS["wide"]
+    with np.load(Path(path), allow_pickle=False) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    expected = (len(config.settings), len(config.seeds), config.n_layers)
+    if arrays["scores"].shape[:3] != expected or tuple(arrays["seeds"]) != config.seeds:
+        raise ValueError(f"{path} does not hold a run of the wide configuration: scores of shape "
+                         f"{arrays['scores'].shape}, seeds {tuple(arrays['seeds'])}; expected {expected}, {config.seeds}")
+    data = _table1_data(arrays, config)
+    _with_seed_stats(data, "change", arrays["scores_change"])
+    _with_seed_stats(data, "change_control", arrays["scores_change_control"])
+    data["d_model"], data["d_hidden"] = np.array(config.d_model), np.array(config.d_hidden)
+    return data
+
+
+def _pooled_margin(real: np.ndarray, control: np.ndarray) -> float:
+    """Smallest, over settings (rows), of ``mean(real) - mean(control)`` over seeds (columns), in pooled seed
+    standard deviations (``ddof=1``, at least :data:`SD_FLOOR`)."""
+    pooled = np.sqrt((seed_std(real, axis=1) ** 2 + seed_std(control, axis=1) ** 2) / 2)
+    return float(np.min((real.mean(axis=1) - control.mean(axis=1)) / np.maximum(pooled, SD_FLOOR)))
 
 
 def layer0_learning_margin(data: FigureData) -> float:
@@ -286,9 +321,32 @@ def layer0_learning_margin(data: FigureData) -> float:
     Both start from the same initial network, so trained minus control is the trained-minus-initial
     gain minus the control's gain.
     """
-    trained, control = data["trained"][:, :, 0, 0], data["control"][:, :, 0, 0]
-    pooled = np.sqrt((seed_std(trained, axis=1) ** 2 + seed_std(control, axis=1) ** 2) / 2)
-    return float(np.min((trained.mean(axis=1) - control.mean(axis=1)) / np.maximum(pooled, SD_FLOOR)))
+    return _pooled_margin(data["trained"][:, :, 0, 0], data["control"][:, :, 0, 0])
+
+
+CHANGE_MARGIN_SD = 2.0
+"""Threshold of the companion claim ``table1-wide-change-aligned``, committed on its own before the larger
+run was made (so set before the data): the same two pooled seed standard deviations as
+``table1-layer0-learns``, now on the change metric."""
+
+
+def change_alignment_margin(data: FigureData) -> float:
+    """Claim ``table1-wide-change-aligned``: the smallest, over settings, amount by which the change that
+    training on the real labels made to layer 0 (:func:`joma_lib.multilayer.change_alignment_matrix`)
+    aligns with the level-0 latents better than the change that training on shuffled labels made, in
+    pooled seed standard deviations (``ddof=1``)."""
+    return _pooled_margin(data["change"][:, :, 0, 0], data["change_control"][:, :, 0, 0])
+
+
+WIDE_CHANGE_CLAIM = Claim(
+    "table1-wide-change-aligned", "Table 1 (companion metric)",
+    "Larger run: what training changes in layer 0 (trained minus initial pooled activations) aligns with the "
+    "level-0 latents better on the real labels than on shuffled labels, in every setting; smallest margin in "
+    "pooled seed standard deviations (ddof=1)",
+    change_alignment_margin, ">=", CHANGE_MARGIN_SD, book_says="fails",
+    kind="companion", threshold_set="before-data")
+"""The companion metric's claim, stated before its run (commit "Table 1 companion metric and its claim"), and
+checked on the larger run's figure ``c-table1-wide``."""
 
 
 def level_specificity(data: FigureData) -> float:
@@ -350,6 +408,34 @@ def plot_table1(data: FigureData) -> Figure:
             # two short lines: the setting, then the network (one line ran into the neighbour's title)
             ax.set_title(f"p = {int(data['n_combinations'][i])}, levels {sizes}\n{titles[kind]}", fontsize=9)
     fig.colorbar(im, ax=axes, location="bottom", shrink=0.5, aspect=40, label="alignment score (mean over seeds)")
+    return fig
+
+
+def plot_table1_wide(data: FigureData) -> Figure:
+    """Left: the paper's layer-0 score of level 0 at initialisation, trained and trained on shuffled labels;
+    right: the alignment of what training changed, real against shuffled labels. One group per setting, a dot
+    per seed, a bar for the mean."""
+    fig = Figure(figsize=(8.8, 3.6), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    groups = [f"p={int(n)}\n{tuple(int(s) for s in sizes)}"
+              for n, sizes in zip(data["n_combinations"], data["level_sizes"])]
+    x = np.arange(len(groups))
+    for ax, series, title in [
+            (left, (("init", "at initialisation", "C0"), ("trained", "trained", "C1"),
+                    ("control", "shuffled labels", "C2")), "paper's score, layer 0 / level 0"),
+            (right, (("change", "trained (real labels)", "C1"), ("change_control", "shuffled labels", "C2")),
+             "alignment of the change, layer 0 / level 0")]:
+        width = 0.8 / len(series)
+        for k, (key, label, colour) in enumerate(series):
+            offset = x + (k - (len(series) - 1) / 2) * width
+            ax.bar(offset, data[f"{key}_mean"][:, 0, 0], width, label=label, color=colour, alpha=0.7)
+            for j in range(data[key].shape[1]):
+                ax.plot(offset, data[key][:, j, 0, 0], "k.", ms=3)
+        ax.set_xticks(x, groups, fontsize=9)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("alignment score")
+        ax.set_title(f"{title} (width {int(data['d_model'])})", fontsize=10)
+        ax.legend(fontsize=9, loc="lower left")
     return fig
 
 
@@ -488,5 +574,16 @@ FIGURES = [
         ),
         default_tol=Tolerance(rtol=0.0, atol=1e-12),
         trained=True,
+    ),
+    FigureSpec(
+        fig_id="c-table1-wide",
+        title="Table 1 at a larger width: the paper's score and the alignment of what training changed",
+        paper_ref="Table 1 (companion: larger run and metric)",
+        chapter="book/hierarchy.md",
+        make=make_table1_wide,
+        plot=plot_table1_wide,
+        default_tol=READ_BACK,
+        claims=(WIDE_CHANGE_CLAIM,),
+        stored_run=True,
     ),
 ]

@@ -180,16 +180,50 @@ class FigureSpec:
         return self.tolerances.get(array_name, self.default_tol)
 
 
+@dataclass(frozen=True)
+class OnlineClaim:
+    """A claim of the paper whose data only an online source gives (the Hugging Face hub): no figure, no
+    stored reference. The ledger evaluates ``claim`` on ``fetch()`` when it can run, and reports ``not-run`` with
+    the reason when ``fetch`` raises :class:`~joma_lib.io.InputUnavailableError` (offline).
+
+    Attributes:
+        claim: the claim, its measure and its threshold (written once, here).
+        fetch: ``fetch() -> FigureData``; raises ``InputUnavailableError`` within seconds where it cannot run.
+        page: the book page that shows the online path (``"book/fig7.md"``).
+        needs: what the fetch needs, for the not-run reason (``"Pythia's training checkpoints from the hub"``).
+    """
+
+    claim: Claim
+    fetch: Callable[[], FigureData]
+    page: str
+    needs: str
+
+
+def _figure_modules() -> list[Any]:
+    import joma_lib.figures as package
+
+    return [importlib.import_module(f"{package.__name__}.{info.name}")
+            for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name)
+            if not (info.name.startswith("_") or info.name in {"registry", "harness", "style", "claims", "calibration"})]
+
+
+@cache
+def online_claims() -> dict[str, OnlineClaim]:
+    """All online claims, discovered from the ``ONLINE_CLAIMS`` tuples of the figure modules, by claim id."""
+    found: dict[str, OnlineClaim] = {}
+    for module in _figure_modules():
+        for online in getattr(module, "ONLINE_CLAIMS", ()):
+            if online.claim.claim_id in found:
+                raise RuntimeError(f"online claim id {online.claim.claim_id!r} is defined twice ({module.__name__})")
+            found[online.claim.claim_id] = online
+    return found
+
+
 @cache
 def registry() -> dict[str, FigureSpec]:
     """All figures, discovered from the ``FIGURES`` lists of the modules of this package."""
-    import joma_lib.figures as package
-
     found: dict[str, FigureSpec] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name in {"registry", "harness", "style", "claims", "calibration"}:
-            continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+    for module in _figure_modules():
         for spec in getattr(module, "FIGURES", []):
             if spec.fig_id in found:
                 raise RuntimeError(f"figure id {spec.fig_id!r} is defined twice ({module.__name__})")
