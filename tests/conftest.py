@@ -75,8 +75,10 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class LocalServer:
-    """A real HTTP server on 127.0.0.1 that serves ``files`` (path -> bytes; 404 otherwise) and records each
-    requested path in ``hits``."""
+    """A real HTTP server on 127.0.0.1. It serves ``files`` (path -> bytes; 404 otherwise) and records each
+    requested path in ``hits``; three paths misbehave: ``/stall`` never sends its body, ``/trickle`` sends a byte
+    every 0.2 s forever, ``/slow-headers`` sends the status line and then one header byte every 0.5 s forever.
+    Handler threads end when the server is closed."""
 
     def __init__(self) -> None:
         import http.server
@@ -84,6 +86,7 @@ class LocalServer:
 
         self.files: dict[str, bytes] = {}
         self.hits: list[str] = []
+        self.closed = threading.Event()
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -92,6 +95,23 @@ class LocalServer:
 
             def do_GET(self) -> None:
                 server.hits.append(self.path)
+                if self.path == "/slow-headers":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    self.wfile.flush()
+                    while not server.closed.wait(0.5):
+                        self.wfile.write(b"X")
+                        self.wfile.flush()
+                    return
+                if self.path in ("/stall", "/trickle"):
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(10**6))
+                    self.end_headers()
+                    self.wfile.flush()
+                    while not server.closed.wait(0.2):
+                        if self.path == "/trickle":
+                            self.wfile.write(b"x")
+                            self.wfile.flush()
+                    return
                 body = server.files.get(self.path)
                 self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Length", str(len(body or b"")))
@@ -105,6 +125,7 @@ class LocalServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def close(self) -> None:
+        self.closed.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 

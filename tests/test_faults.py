@@ -262,63 +262,13 @@ def test_make_checks_the_output_folder_before_computing(refs, tmp_path, monkeypa
 # ---------------------------------------------------------------------------------------------------- case 4
 
 
-class _SlowServer:
-    """A local HTTP server whose paths misbehave: ``/stall`` never sends a body, ``/trickle`` sends a byte every
-    0.2 s forever, ``/slow-headers`` sends the status line and then one header byte every 0.5 s forever, ``/ok``
-    serves ``payload``. Handler threads end when the server is closed."""
-
-    def __init__(self, payload: bytes) -> None:
-        import http.server
-        import threading
-
-        self.payload, self.closed, self.hits = payload, threading.Event(), []
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *_: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                server.hits.append(self.path)
-                if self.path == "/slow-headers":
-                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
-                    self.wfile.flush()
-                    while not server.closed.wait(0.5):
-                        self.wfile.write(b"X")
-                        self.wfile.flush()
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(server.payload) if self.path == "/ok" else 10**6))
-                self.end_headers()
-                if self.path == "/ok":
-                    self.wfile.write(server.payload)
-                    return
-                self.wfile.flush()
-                while not server.closed.wait(0.2):
-                    if self.path == "/trickle":
-                        self.wfile.write(b"x")
-                        self.wfile.flush()
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self.closed.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def server():
+def server(local_http):
     from joma_lib.lm import authors
 
     authors.forget_failed_downloads()
-    srv = _SlowServer(b"the published file")
-    yield srv
-    srv.close()
+    local_http.files["/ok"] = b"the published file"
+    yield local_http
     authors.forget_failed_downloads()
 
 
@@ -357,9 +307,9 @@ def test_a_good_download_still_works(server, tmp_path):
 
     from joma_lib.lm.authors import download
 
-    dest = download(server.url + "/ok", tmp_path / "f.pt", hashlib.sha256(server.payload).hexdigest(),
+    dest = download(server.url + "/ok", tmp_path / "f.pt", hashlib.sha256(server.files["/ok"]).hexdigest(),
                     timeout=2.0, deadline=5.0)
-    assert dest.read_bytes() == server.payload and sorted(p.name for p in tmp_path.iterdir()) == ["f.pt"]
+    assert dest.read_bytes() == server.files["/ok"] and sorted(p.name for p in tmp_path.iterdir()) == ["f.pt"]
 
 
 def test_a_killed_download_leaves_no_file_and_its_part_is_cleaned(server, tmp_path):
@@ -383,7 +333,7 @@ def test_a_killed_download_leaves_no_file_and_its_part_is_cleaned(server, tmp_pa
     os.utime(parts[0], (time.time() - 3600, time.time() - 3600))  # an hour later
     from joma_lib.lm.authors import download
 
-    download(server.url + "/ok", tmp_path / "f.pt", hashlib.sha256(server.payload).hexdigest(), timeout=2.0,
+    download(server.url + "/ok", tmp_path / "f.pt", hashlib.sha256(server.files["/ok"]).hexdigest(), timeout=2.0,
              deadline=5.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pt"]  # the stale part is gone
 
