@@ -63,7 +63,7 @@ done
 # other figure is computed by the library installed from the wheel, as a reader's notebook computes it.
 if [ -n "${JOMA_FIGURE_STORE:-}" ] && [ -d "$JOMA_FIGURE_STORE" ]; then
   mkdir "$work/figure_data"
-  for fig in $(.venv/bin/python -c "from joma_lib.figures.calibration import trained_figure_ids as t; print(*t())"); do
+  for fig in $(.venv/bin/python -c "from joma_lib.kit.calibration import trained_figure_ids as t; print(*t())"); do
     cp "$JOMA_FIGURE_STORE/$fig".* "$work/figure_data/" 2>/dev/null || true
   done
   echo "trained figures drawn from the book build's data: $(cd "$work/figure_data" && ls -- *.npz 2>/dev/null | xargs)"

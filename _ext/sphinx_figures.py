@@ -2,7 +2,7 @@
 
 A page shows a registry figure with ``show("fig2a")`` and ``{glue:figure} fig2a`` (``:name: fig2a``); next to
 ``_generated/fig2a.png`` the harness writes ``_generated/fig2a.phone.png``, the same figure with its panels
-stacked in one narrow column (:mod:`joma_lib.figures.phone`). Scaled to a phone's column, the wide picture's
+stacked in one narrow column (:mod:`joma_lib.kit.phone`). Scaled to a phone's column, the wide picture's
 10 pt text shrinks to about 5 CSS px; the phone layout keeps it above 9 px. For every ``<figure id="...">``
 whose phone layout exists, this extension
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sphinx.application import Sphinx
 
 PHONE_MAX_PX = 640
-PHONE_SUFFIX = ".phone.png"  # joma_lib.figures.harness.PHONE_SUFFIX (the extension does not import the package)
+PHONE_SUFFIX = ".phone.png"  # joma_lib.kit.harness.PHONE_SUFFIX (the extension does not import the package)
 GENERATED = "_generated"
 _FIGURE = re.compile(r'(<figure\b[^>]*\bid="([\w-]+)"[^>]*>)(.*?)(</figure>)', re.S)
 _IMG = re.compile(r'<img\b[^>]*\bsrc="([^"]*_images/)[^"]+"[^>]*>')

@@ -140,9 +140,9 @@ def bench_fig4(batch: int, repeats: int) -> dict[str, float]:
 
 
 def bench_widget(n_changes: int) -> dict[str, float]:
-    from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer
+    from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget
 
-    explorer = ModifiedMLPExplorer()
+    explorer = ModifiedMLPWidget()
     changes = [dict(temperature=2.0), dict(nonlinear=False), dict(n=20), dict(profile="geometric"),
                dict(high=5.0), dict(nonlinear=True), dict(eta=0.05), dict(profile="fig4", n=10, high=4.0,
                                                                           eta=0.02, temperature=3.0)]

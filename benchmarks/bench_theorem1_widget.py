@@ -2,7 +2,7 @@
 
 Prints, for every attention kind, the median over ``--repeats`` runs of the panel's simulation (the numpy
 engine), of the same simulation on the torch reference engine, and of a full redraw of the panel
-(``Panel.update``: simulation + drawing + PNG encoding into the image widget), each as wall clock and the
+(``LiveWidget.update``: simulation + drawing + PNG encoding into the image widget), each as wall clock and the
 process's CPU time side by side (the latter is what a loaded, shared machine changes least). The three take
 turns within each repeat, so a load that comes and goes slows them alike. Each timed redraw changes a control
 (the seed alternates between 1 and 2), as a reader's click does. The numbers are stored in
@@ -22,7 +22,7 @@ from _results import median_ms, write_results
 
 from joma_lib.attention_kinds import ATTENTIONS
 from joma_lib.invariants import toy_check
-from joma_lib.widgets.theorem1 import invariant_explorer, simulate
+from joma_lib.chapters.theorem1.widget import theorem1_live_widget, simulate
 
 PHI, LR_RATIO = "relu", 2.0
 
@@ -46,7 +46,7 @@ def main() -> None:
     p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
     args = p.parse_args()
     torch.set_num_threads(1)
-    panel = invariant_explorer()  # builds the figure and draws once (warm-up)
+    panel = theorem1_live_widget()  # builds the figure and draws once (warm-up)
     toy_check(steps=2)  # first torch call
     print(f"{'attention':<10} {'simulate, torch':>16} {'simulate, numpy':>16} {'full redraw':>14}   "
           "(median wall / CPU ms)")

@@ -503,7 +503,7 @@ def dirichlet_bags(n_context: int, n_classes: int, n_samples: int, concentration
     return X, y
 
 
-def invariant_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n_samples: int = 64,
+def theorem1_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n_samples: int = 64,
                   concentration: float = 1.0, temperature: float = 1.0,
                   ) -> tuple[BlockSpec, np.ndarray, np.ndarray, BlockState]:
     """A small block for Theorem 1 checks: ``M_C = 8``, ``K = 6``, 4 classes, ``d = 12``, trainable top layer,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from joma_lib.attention_kinds import AttentionKind, attention_kind
-from joma_lib.block import BlockSpec, gradient_flow, invariant_toy, mean_attention, train, train_sgd_numpy
+from joma_lib.block import BlockSpec, gradient_flow, theorem1_toy, mean_attention, train, train_sgd_numpy
 from joma_lib.validation import as_finite_array, check_broadcast, check_choice, check_float, check_int
 
 
@@ -163,7 +163,7 @@ TOY_ENGINES = ("torch", "numpy")
 def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, concentration: float = 1.0,
               steps: int = 400, lr_w: float = 0.1, lr_ratio: float = 1.0, record_every: int = 1,
               temperature: float = 1.0, engine: str = "torch") -> dict[str, np.ndarray]:
-    """Train the toy block (:func:`joma_lib.block.invariant_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
+    """Train the toy block (:func:`joma_lib.block.theorem1_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
     compare its logits with Theorem 1 (``b-bar`` = mean attention at ``t = 0`` for softmax); ``temperature``
     is the attention's ``T``. ``engine="torch"`` trains with :func:`joma_lib.block.train` (autograd, the
     reference), ``"numpy"`` with :func:`joma_lib.block.train_sgd_numpy` (hand-written gradients, the same run
@@ -176,7 +176,7 @@ def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, conc
     lr_ratio = check_float("lr_ratio", lr_ratio, 0, low_open=True)
     lr_w = check_float("lr_w", lr_w, 0, low_open=True)
     run = train if check_choice("engine", engine, TOY_ENGINES) == "torch" else train_sgd_numpy
-    spec, X, y, state = invariant_toy(attention, phi, check_int("seed", seed, 0), concentration=concentration,
+    spec, X, y, state = theorem1_toy(attention, phi, check_int("seed", seed, 0), concentration=concentration,
                                       temperature=temperature)
     traj = run(spec, X, y, state, steps, lr_z=lr_ratio * lr_w, lr_w=lr_w, record_every=record_every)
     V = traj.V(spec.embeddings()[0])
@@ -202,7 +202,7 @@ def flow_check(attention: str = "exp", phi: str = "identity", lr_ratio: float = 
     ``times``, ``z`` (n, M_C), ``V`` (n, M_C, K), ``residual`` (scaled by ``lr_ratio``) and
     ``residual_unscaled`` (n,).
     """
-    spec, X, y, state = invariant_toy(attention, phi)
+    spec, X, y, state = theorem1_toy(attention, phi)
     traj = gradient_flow(spec, X, y, state, np.linspace(0, check_float("t_end", t_end, 0, low_open=True),
                                                          check_int("n_points", n_points, 2)),
                          lr_z=lr_ratio, lr_w=1.0, method="rk4" if phi == "relu" else "dop853")

@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def kept_figure_data() -> Callable[[str], dict[str, np.ndarray] | None]:
     """``kept_figure_data(fig_id)``: the data a book build kept in the figure store for this setting, else None."""
-    from joma_lib.figures.harness import load_stored
+    from joma_lib.kit.harness import load_stored
 
     store = Path(FIGURE_STORE) if FIGURE_STORE else None
     return lambda fig_id: load_stored(fig_id, store) if store is not None else None
@@ -50,7 +50,7 @@ def kept_figure_data() -> Callable[[str], dict[str, np.ndarray] | None]:
 @pytest.fixture(scope="session")
 def figure_data(kept_figure_data) -> Callable[[str], dict[str, np.ndarray]]:
     """``figure_data(fig_id)``: the figure's data with its registered params, from the figure store when kept there."""
-    from joma_lib.figures.harness import compute
+    from joma_lib.kit.harness import compute
 
     def data(fig_id: str) -> dict[str, np.ndarray]:
         kept = kept_figure_data(fig_id)

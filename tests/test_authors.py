@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.figures.sweep_plots import entropy_panels, panel_summary, panel_title, plot_entropy_panels, plot_fig6
-from joma_lib.figures.wikitext import make_fig6, make_fig8
+from joma_lib.chapters.sweeps import entropy_panels, panel_summary, panel_title, plot_entropy_panels, plot_fig6
+from joma_lib.chapters.wikitext.figures import make_fig6, make_fig8
 from joma_lib.lm import authors
 from joma_lib.lm.authors import (
     OFFICIAL_FILES,

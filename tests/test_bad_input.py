@@ -139,19 +139,19 @@ def test_the_second_probe_gets_clear_errors(case):
 
 
 @pytest.mark.parametrize("panel, bad, message, good", [
-    ("theorems3_4.ModifiedMLPExplorer", {"temperature": 0}, r"temperature must be in \[0.25, 10\], got 0",
+    ("theorems3_4.ModifiedMLPWidget", {"temperature": 0}, r"temperature must be in \[0.25, 10\], got 0",
      {"temperature": 2.0}),
-    ("theorems3_4.ModifiedMLPExplorer", {"n": -3}, r"n must be in \[2, 30\], got -3", {"n": 12}),
-    ("hierarchy.CooccurrenceExplorer", {"depth": 0}, r"depth must be in \[2, 20\], got 0", {"depth": 5}),
-    ("hierarchy.CooccurrenceExplorer", {"depth": 5, "height": 7}, r"height must be an integer in \[1, depth=5\], got 7",
+    ("theorems3_4.ModifiedMLPWidget", {"n": -3}, r"n must be in \[2, 30\], got -3", {"n": 12}),
+    ("hierarchy.CooccurrenceWidget", {"depth": 0}, r"depth must be in \[2, 20\], got 0", {"depth": 5}),
+    ("hierarchy.CooccurrenceWidget", {"depth": 5, "height": 7}, r"height must be an integer in \[1, depth=5\], got 7",
      {"depth": 5, "height": 4}),
-    ("theorem1.invariant_explorer", {"lr_ratio": 3.0}, r"lr_ratio must be one of \[0.25, .*\], got 3.0",
+    ("theorem1.theorem1_live_widget", {"lr_ratio": 3.0}, r"lr_ratio must be one of \[0.25, .*\], got 3.0",
      {"lr_ratio": 2.0}),
 ])
 def test_panels_refuse_initial_values_instead_of_clamping_them(panel, bad, message, good):
     """ipywidgets would clamp ``temperature=0`` to the slider's 0.25 (silent) or raise a TraitError (deep)."""
     module, name = panel.split(".")
-    make = getattr(importlib.import_module(f"joma_lib.widgets.{module}"), name)
+    make = getattr(importlib.import_module(f"joma_lib.chapters.{module}.widget"), name)
     with pytest.raises(ValueError, match=message):
         make(**bad)
     values = make(**good).values

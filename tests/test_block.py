@@ -17,7 +17,7 @@ from joma_lib.block import (
     gaussian_or_random_bags,
     gradient_flow,
     init_state,
-    invariant_toy,
+    theorem1_toy,
     mean_attention,
     train,
     train_sgd_numpy,
@@ -44,7 +44,7 @@ def test_spec_rejects_bad_arguments(kwargs, name):
 
 
 def test_training_rejects_bad_inputs():
-    spec, X, y, state = invariant_toy("exp", "tanh")
+    spec, X, y, state = theorem1_toy("exp", "tanh")
     with pytest.raises(ValueError, match="steps"):
         train(spec, X, y, state, 0)
     with pytest.raises(ValueError, match="lr_z"):
@@ -110,7 +110,7 @@ def test_fig2_inputs():
 
 
 def test_replicas_are_independent():
-    spec, X, y, _ = invariant_toy("softmax", "silu")
+    spec, X, y, _ = theorem1_toy("softmax", "silu")
     both = init_state(spec, [3, 4], w_scale=0.3, a_scale=0.3)
     run_both = train(spec, X, y, both, 30, lr_z=0.2, lr_w=0.1)
     for r, seed in enumerate((3, 4)):
@@ -121,7 +121,7 @@ def test_replicas_are_independent():
 
 def test_sgd_converges_to_gradient_flow():
     """Small-step SGD and the ODE solution agree to O(lr): the two integrators describe the same dynamics."""
-    spec, X, y, state = invariant_toy("exp", "tanh")
+    spec, X, y, state = theorem1_toy("exp", "tanh")
     flow = gradient_flow(spec, X, y, state, [0.0, 2.0], lr_z=1.0, lr_w=0.5)
     errors = []
     for lr in (0.02, 0.01):
@@ -132,7 +132,7 @@ def test_sgd_converges_to_gradient_flow():
 
 
 def test_rk4_and_dop853_agree_for_smooth_phi():
-    spec, X, y, state = invariant_toy("linear", "tanh")
+    spec, X, y, state = theorem1_toy("linear", "tanh")
     a = gradient_flow(spec, X, y, state, [1.0, 3.0])
     b = gradient_flow(spec, X, y, state, [1.0, 3.0], method="rk4", dt=0.02)
     np.testing.assert_allclose(a.z, b.z, rtol=1e-7, atol=1e-9)
@@ -141,7 +141,7 @@ def test_rk4_and_dop853_agree_for_smooth_phi():
 
 @pytest.mark.parametrize(("optimizer", "lr"), [("sgd", 0.5), ("adam", 0.05)])
 def test_training_lowers_the_loss(optimizer, lr):
-    spec, X, y, state = invariant_toy("softmax", "relu")
+    spec, X, y, state = theorem1_toy("softmax", "relu")
     traj = train(spec, X, y, state, 100, lr_z=lr, lr_w=lr, optimizer=optimizer, record_every=25)
     np.testing.assert_array_equal(traj.times, [0, 25, 50, 75, 100])
     assert traj.loss[-1, 0] < 0.8 * traj.loss[0, 0]
@@ -180,7 +180,7 @@ def test_numpy_sgd_is_the_torch_sgd(kind, phi):
 
 
 def test_numpy_sgd_refuses_what_it_cannot_train(monkeypatch):
-    spec, X, y, state = invariant_toy("exp", "tanh")
+    spec, X, y, state = theorem1_toy("exp", "tanh")
     with pytest.raises(ValueError, match="steps"):
         train_sgd_numpy(spec, X, y, state, 0)
     with pytest.raises(ValueError, match="lr_w"):
@@ -190,6 +190,6 @@ def test_numpy_sgd_refuses_what_it_cannot_train(monkeypatch):
     no_score = AttentionKind("exp2", kernel=lambda s, x: x * torch.exp(2 * s), potential=lambda z: z,
                              inverse_potential=lambda g, z0: g, coefficient=lambda temperature: 1.0 / temperature)
     monkeypatch.setitem(ATTENTION_KINDS, "exp2", no_score)
-    spec2, X2, y2, state2 = invariant_toy("exp2", "tanh")
+    spec2, X2, y2, state2 = theorem1_toy("exp2", "tanh")
     with pytest.raises(ValueError, match="attention='exp2' has no numpy score"):
         train_sgd_numpy(spec2, X2, y2, state2, 5)

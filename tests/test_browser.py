@@ -30,9 +30,13 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from joma_lib.explorable import FIG4_INITIAL, MODES, Explorer, fig4_explorer
-from joma_lib.figures import load_reference
-from joma_lib.figures.explore import hierarchy_explorer, thm1_explorer, wikitext_explorer
+from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
+from joma_lib.chapters.explore.figures import MODES
+from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer
+from joma_lib.chapters.theorem1.explorer import theorem1_explorer
+from joma_lib.chapters.wikitext.explorer import wikitext_explorer
+from joma_lib.kit.explorer import Explorer
+from joma_lib.kit import load_reference
 
 pytestmark = pytest.mark.browser
 
@@ -211,7 +215,7 @@ def test_page_is_clean(page, width, check, browser, base_url):
 # page -> (graph div id, registered grid, the view the page builds from it)
 EXPLORERS: dict[str, tuple[str, str, Callable[[dict[str, np.ndarray]], Explorer]]] = {
     "book/explore.html": ("joma-explorer", "c-explorer-grid", fig4_explorer),
-    "book/theorem1.html": ("thm1-explorer", "c-thm1-grid", thm1_explorer),
+    "book/theorem1.html": ("thm1-explorer", "c-thm1-grid", theorem1_explorer),
     "book/hierarchy.html": ("hierarchy-explorer", "c-hierarchy-grid", hierarchy_explorer),
     "book/wikitext.html": ("wikitext-explorer", "c-wikitext-grid", wikitext_explorer),
 }
@@ -409,7 +413,7 @@ def _chapters() -> list[str]:
 
 
 # The smallest figure text of each shown picture, in CSS px: the PNG records its smallest text's height in its own
-# pixels (joma_lib.figures.phone.TEXT_PX_KEY); the browser scales the picture it chose to its displayed width.
+# pixels (joma_lib.kit.phone.TEXT_PX_KEY); the browser scales the picture it chose to its displayed width.
 # Registry figures (<figure id>) and the pictures of widget panels (.joma-widget-static, inline data URIs).
 _PICTURES_JS = """() => [
   ...[...document.querySelectorAll('.bd-article figure[id] img')].map(img => ({figure: img.closest('figure').id, img})),
@@ -437,8 +441,8 @@ def _png_text(src: str) -> dict[str, str]:
 def test_no_figure_text_below_9_css_px_on_a_phone(page, browser):
     """At 390 px every registry figure and every widget's picture shows its phone layout, and its smallest text
     is at least 9 CSS px."""
-    from joma_lib.figures.phone import TEXT_PX_KEY
-    from joma_lib.figures.registry import registry
+    from joma_lib.kit.phone import TEXT_PX_KEY
+    from joma_lib.kit.registry import registry
 
     if page == "<no book>":
         _missing("no built book")

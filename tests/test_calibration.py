@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from joma_lib.figures import calibration, harness
-from joma_lib.figures.__main__ import main
-from joma_lib.figures.registry import FigureSpec, Tolerance
+from joma_lib.kit import calibration, harness
+from joma_lib.kit.cli import main
+from joma_lib.kit.registry import FigureSpec, Tolerance
 
-registry_module = importlib.import_module("joma_lib.figures.registry")
+registry_module = importlib.import_module("joma_lib.kit.registry")
 
 # a stand-in for numerics: each variant moves the "training curve" by its own amount, each seed by more
 NUMERICS = {"default": 0.0, "threads-1": 0.0, "aten-avx2": 2e-3, "mkl-compatible": -1e-3}

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from joma_lib.figures import claims, fig7, harness
-from joma_lib.figures.__main__ import main
-from joma_lib.figures.registry import Claim, FigureSpec
+from joma_lib.chapters.fig7 import figures as fig7
+from joma_lib.kit import claims, harness
+from joma_lib.kit.cli import main
+from joma_lib.kit.registry import Claim, FigureSpec
 
-registry_module = importlib.import_module("joma_lib.figures.registry")  # the module, not the function
+registry_module = importlib.import_module("joma_lib.kit.registry")  # the module, not the function
 
 JSON_KEYS = {"id", "figure", "paper_ref", "statement", "value", "threshold", "verdict", "page", "kind",
              "threshold_set", "stored_run"}

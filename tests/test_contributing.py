@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import joma_lib.figures as figures_package
-from joma_lib.figures import harness
-from joma_lib.figures.__main__ import main
-from joma_lib.figures.registry import registry
+import joma_lib.chapters as chapters_package
+from joma_lib.kit import harness
+from joma_lib.kit.cli import main
+from joma_lib.kit.registry import registry
 
 GUIDE = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text()
 
@@ -25,19 +25,21 @@ def recipe_section() -> str:
 
 @pytest.fixture
 def recipe_module(tmp_path, monkeypatch):
-    """The recipe's module as joma_lib/figures/mypage.py, in a temporary folder added to the package path."""
+    """The recipe's module as joma_lib/chapters/mypage/figures.py, in a temporary folder on the chapters' path."""
     code = re.search(r"```python\n(.*?)```", recipe_section(), flags=re.S).group(1)
     package_dir = tmp_path / "pkg"
-    package_dir.mkdir()
-    (package_dir / "mypage.py").write_text("\n".join(line[3:] if line.startswith("   ") else line
+    (package_dir / "mypage").mkdir(parents=True)
+    (package_dir / "mypage" / "__init__.py").write_text('"""The mypage chapter."""\n')
+    (package_dir / "mypage" / "figures.py").write_text("\n".join(line[3:] if line.startswith("   ") else line
                                                      for line in code.splitlines()) + "\n")
-    monkeypatch.setattr(figures_package, "__path__", [*figures_package.__path__, str(package_dir)])
+    monkeypatch.setattr(chapters_package, "__path__", [*chapters_package.__path__, str(package_dir)])
     monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path / "reference")
     (tmp_path / "reference").mkdir()
     registry.cache_clear()
     yield tmp_path
     registry.cache_clear()
-    sys.modules.pop("joma_lib.figures.mypage", None)
+    for name in ("joma_lib.chapters.mypage.figures", "joma_lib.chapters.mypage"):
+        sys.modules.pop(name, None)
 
 
 def test_add_a_figure_recipe_works_as_written(recipe_module, monkeypatch, capsys):
@@ -53,7 +55,7 @@ def test_add_a_figure_recipe_works_as_written(recipe_module, monkeypatch, capsys
     assert "c-my-decay" in capsys.readouterr().out
 
     # verify really compares: data that moved beyond the tolerance fail it
-    module = sys.modules["joma_lib.figures.mypage"]
+    module = sys.modules["joma_lib.chapters.mypage.figures"]
     original = module.make_decay
     spec = registry()["c-my-decay"]  # frozen dataclass: swap its data function for the check, then restore
     object.__setattr__(spec, "make", lambda **kw: {k: v * (1 + 1e-6) for k, v in original(**kw).items()})

@@ -13,26 +13,15 @@ import sphinx_plotly  # _ext/, on sys.path via pytest's pythonpath
 import sphinx_widgets  # _ext/
 
 from joma_lib.dynamics import fig4_mu, simulate_softmax_attention
-from joma_lib.explorable import (
-    FIG4_INITIAL,
-    MODES,
-    Control,
-    Explorer,
-    Panel,
-    Trace,
-    explorer_grid,
-    fig4_explorer,
-    sample_steps,
-)
-from joma_lib.figures import load_reference
-from joma_lib.figures.explore import (
-    hierarchy_explorer,
-    make_hierarchy_grid,
-    make_thm1_grid,
-    plot_grid,
-    thm1_explorer,
-    wikitext_explorer,
-)
+from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
+from joma_lib.chapters.explore.figures import MODES, make_explorer_grid, plot_grid
+from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer
+from joma_lib.chapters.hierarchy.figures import make_hierarchy_grid
+from joma_lib.chapters.theorem1.explorer import theorem1_explorer
+from joma_lib.chapters.theorem1.figures import make_theorem1_grid
+from joma_lib.chapters.wikitext.explorer import wikitext_explorer
+from joma_lib.kit.explorer import Axes, Control, Explorer, Trace, sample_steps
+from joma_lib.kit import load_reference
 from joma_lib.invariants import toy_check
 from joma_lib.latent_tree import HBLT, association_time, cooccurrence_exact
 
@@ -41,7 +30,7 @@ SMALL = {"spreads": (1.0, 3.0), "temperatures": (1.0, 3.0), "n_steps": 1500, "n_
 
 @pytest.fixture(scope="module")
 def grid() -> dict[str, np.ndarray]:
-    return explorer_grid(**SMALL)
+    return make_explorer_grid(**SMALL)
 
 
 def payload(html: str) -> dict:
@@ -67,7 +56,7 @@ def _toy_explorer() -> Explorer:
     hidden = y.copy()
     hidden[1] = np.nan  # hidden in every cell of the second button
     return Explorer(controls=(Control("kind", "kind", ("a", "b"), kind="buttons"), Control("k", "k", (1.0, 2.0, 3.0))),
-                    panels=(Panel("x", "y"),),
+                    panels=(Axes("x", "y"),),
                     traces=(Trace(y=y, x=np.arange(4.0), name=np.array([["n0", "n1", "n2"], ["n3", "n4", "n5"]])),
                             Trace(y=hidden, x=np.arange(4.0), color="red")),
                     titles=np.array([[f"{a}{k}" for k in range(3)] for a in "ab"]))
@@ -87,7 +76,7 @@ def test_payload_indexes_cells_in_c_order_and_hides_all_nan_traces():
 
 
 def test_layouts_stack_panels_on_narrow_screens():
-    ex = fig4_explorer(explorer_grid(**SMALL))
+    ex = fig4_explorer(make_explorer_grid(**SMALL))
     wide, narrow = ex._layout(narrow=False), ex._layout(narrow=True)
     assert wide["xaxis.domain"][1] < wide["xaxis2.domain"][0] and wide["yaxis.domain"] == wide["yaxis2.domain"]
     assert narrow["xaxis.domain"] == narrow["xaxis2.domain"] == [0.0, 1.0]
@@ -182,7 +171,7 @@ def test_entropy_behaviour_linear_vs_nonlinear(grid):
 
 
 def test_fig4_point_sparse_then_dense():
-    g = explorer_grid(spreads=(3.0,), temperatures=(3.0,))
+    g = make_explorer_grid(spreads=(3.0,), temperatures=(3.0,))
     h, steps = g["entropy"][MODES.index("nonlinear"), 0, 0].astype(float), g["steps"]
     i = int(h.argmin())
     assert 0 < i < h.size - 1 and 550 <= steps[i] <= 800
@@ -202,7 +191,7 @@ def test_fig4_point_sparse_then_dense():
 ])
 def test_bad_grid_arguments_raise_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        explorer_grid(**{**SMALL, **kwargs})
+        make_explorer_grid(**{**SMALL, **kwargs})
 
 
 def test_fig4_explorer_plots_the_grid_cell_its_controls_point_at(grid):
@@ -228,21 +217,21 @@ def test_summary_plot_draws(grid):
 # --- Theorem 1, Theorem 5 and WikiText grids -----------------------------------------------------------
 
 
-def test_thm1_grid_cells_are_the_toy_runs_and_the_explorer_shows_them():
-    data = make_thm1_grid(attentions=("exp", "softmax"), concentrations=(0.1, 10.0), temperatures=(1.0, 2.0),
+def test_theorem1_grid_cells_are_the_toy_runs_and_the_explorer_shows_them():
+    data = make_theorem1_grid(attentions=("exp", "softmax"), concentrations=(0.1, 10.0), temperatures=(1.0, 2.0),
                           steps=120, record_every=20)
     run = toy_check("softmax", "identity", 0, concentration=10.0, steps=120, record_every=20, temperature=2.0)
     np.testing.assert_allclose(data["nc"][1, 1, 1], run["nc"], rtol=1e-12)
     np.testing.assert_allclose(data["residual"][1, 1, 1], run["residual"], rtol=1e-12)
     assert np.all(data["residual"][0, ..., -1] < 0.01)  # exp attention: the invariant is an identity
-    ex = thm1_explorer(data)
+    ex = theorem1_explorer(data)
     p = payload(ex.html("t1"))
     ys = cell_data(p, (1, 1, 1))
     np.testing.assert_allclose(ys[1], run["nc"][1:], rtol=1e-3)  # NC panel, from step 1 on
     with pytest.raises(ValueError, match="attentions"):
-        make_thm1_grid(attentions=("cubic",))
+        make_theorem1_grid(attentions=("cubic",))
     with pytest.raises(ValueError, match="at most 200 runs"):
-        make_thm1_grid(concentrations=tuple(range(1, 30)), temperatures=tuple(range(1, 5)))
+        make_theorem1_grid(concentrations=tuple(range(1, 30)), temperatures=tuple(range(1, 5)))
 
 
 def test_hierarchy_grid_matches_theorem5_and_the_association_time():

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from test_harness import TOY, _make_toy, _plot_toy
 
-from joma_lib.figures import harness
-from joma_lib.figures.__main__ import main
-from joma_lib.figures.registry import FigureSpec
+from joma_lib.kit import harness
+from joma_lib.kit.cli import main
+from joma_lib.kit.registry import FigureSpec
 from joma_lib.lm.authors import ChecksumError
 
-registry_module = importlib.import_module("joma_lib.figures.registry")
+registry_module = importlib.import_module("joma_lib.kit.registry")
 
 TOY2 = FigureSpec(fig_id="c-toy2", title="second toy", paper_ref="companion", chapter="book/none.md",
                   make=_make_toy, plot=_plot_toy, params={"scale": 3.0})
@@ -142,7 +142,7 @@ def test_main_turns_os_and_runtime_errors_into_one_line(refs, monkeypatch, capsy
     def boom(*_: object, **__: object) -> None:
         raise error
 
-    monkeypatch.setattr("joma_lib.figures.__main__.update_reference", boom)
+    monkeypatch.setattr("joma_lib.kit.cli.update_reference", boom)
     assert main(["update", "c-toy"]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("error: ") and len(captured.err.strip().splitlines()) == 1
@@ -252,7 +252,7 @@ def test_make_checks_the_output_folder_before_computing(refs, tmp_path, monkeypa
     else:
         out = _bad_out_dirs(tmp_path)[kind]
     computed: list[str] = []
-    monkeypatch.setattr("joma_lib.figures.__main__.compute", lambda fig_id, **_: computed.append(fig_id))
+    monkeypatch.setattr("joma_lib.kit.cli.compute", lambda fig_id, **_: computed.append(fig_id))
     assert main(["make", "c-toy", "--out", out]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --out") and "Traceback" not in err

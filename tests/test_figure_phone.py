@@ -1,4 +1,4 @@
-"""The phone layout of registry figures (joma_lib.figures.phone) and its files (harness.save_outputs)."""
+"""The phone layout of registry figures (joma_lib.kit.phone) and its files (harness.save_outputs)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from joma_lib.figures.harness import TEXT_PX_KEY, draw, load_reference, save_outputs
-from joma_lib.figures.phone import PHONE_WIDTH_IN, smallest_text_px, stack_for_phone
+from joma_lib.kit.harness import TEXT_PX_KEY, draw, load_reference, save_outputs
+from joma_lib.kit.phone import PHONE_WIDTH_IN, smallest_text_px, stack_for_phone
 
 
 def test_panels_are_stacked_in_reading_order_with_their_twins():

@@ -9,9 +9,9 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from joma_lib.figures import harness
-from joma_lib.figures.registry import figure_ids
-from joma_lib.figures.style import figure_style
+from joma_lib.kit import harness
+from joma_lib.kit.registry import figure_ids
+from joma_lib.kit.style import figure_style
 
 CONTENT_WIDTH_PX = 672  # sphinx-book-theme's text column on a desktop
 MIN_TEXT_PX = 9.0

@@ -1,12 +1,12 @@
-"""The figure command line (joma_lib.figures.__main__): one failing figure never stops the others."""
+"""The figure command line (joma_lib.kit.cli): one failing figure never stops the others."""
 
 import dataclasses
 import json
 
 import pytest
 
-from joma_lib.figures.__main__ import main
-from joma_lib.figures.registry import get_spec, registry
+from joma_lib.kit.cli import main
+from joma_lib.kit.registry import get_spec, registry
 
 RAISING, OTHER = "c-thm4-rates", "c-cooccurrence"  # two cheap figures with claims
 

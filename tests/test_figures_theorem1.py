@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.figures import compare, compute, get_spec, load_reference
+from joma_lib.kit import compare, compute, get_spec, load_reference
 
 torch.set_num_threads(1)
 

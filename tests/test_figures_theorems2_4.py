@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from joma_lib.figures import compare, draw, get_spec, load_reference
+from joma_lib.kit import compare, draw, get_spec, load_reference
 
 IDS = ("c-thm2-closed-form", "c-thm2-saliency", "fig4", "c-fig4-variants", "c-thm4-rates", "c-thm3-relu")
 

@@ -146,12 +146,12 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
 
 #: the widgets' panels, built with hostile initial values (needs ipywidgets: imported lazily)
 WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
-    "widgets.theorems3_4.ModifiedMLPExplorer": ("joma_lib.widgets.theorems3_4", "ModifiedMLPExplorer", {
+    "widgets.theorems3_4.ModifiedMLPWidget": ("joma_lib.chapters.theorems3_4.widget", "ModifiedMLPWidget", {
         "n": _int(2, 30), "temperature": _num(0.25, 10), "eta": _num(0.005, 0.1), "n_steps": _int(100, 300),
         "profile": st.sampled_from(["fig4", "linear", "cubic", None])}),
-    "widgets.hierarchy.CooccurrenceExplorer": ("joma_lib.widgets.hierarchy", "CooccurrenceExplorer", {
+    "widgets.hierarchy.CooccurrenceWidget": ("joma_lib.chapters.hierarchy.widget", "CooccurrenceWidget", {
         "depth": _int(2, 20), "height": _int(1, 20), "rho": _num(0.05, 1), "tie_rho": st.sampled_from([True, 1, "x"])}),
-    "widgets.theorem1.invariant_explorer": ("joma_lib.widgets.theorem1", "invariant_explorer", {
+    "widgets.theorem1.theorem1_live_widget": ("joma_lib.chapters.theorem1.widget", "theorem1_live_widget", {
         "attention": _attn(), "lr_ratio": st.sampled_from([0.25, 1.0, 3.0, math.nan]), "seed": _int(0, 9)}),
 }
 

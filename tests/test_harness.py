@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from joma_lib.figures import harness
-from joma_lib.figures.__main__ import main
-from joma_lib.figures.registry import FigureSpec, Tolerance
+from joma_lib.kit import harness
+from joma_lib.kit.cli import main
+from joma_lib.kit.registry import FigureSpec, Tolerance
 from joma_lib.io import InputUnavailableError
 
 
-registry_module = importlib.import_module("joma_lib.figures.registry")  # the module, not the function
+registry_module = importlib.import_module("joma_lib.kit.registry")  # the module, not the function
 
 
 def _make_toy(scale: float = 1.0, n: int = 5) -> dict[str, np.ndarray]:
@@ -171,7 +171,7 @@ def test_show_runs_without_the_book_build_tools(tmp_path, monkeypatch, capsys):
 
 
 def test_claim_verdict_follows_its_relation_and_fails_on_nan():
-    from joma_lib.figures.registry import Claim
+    from joma_lib.kit.registry import Claim
 
     claim = Claim("c-toy-max", "companion", "max y below 0.9", lambda d: float(d["y"].max()), "<", 0.9,
                   kind="companion", threshold_set="before-data")

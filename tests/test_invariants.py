@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.block import ACTIVATIONS, invariant_toy, train
+from joma_lib.block import ACTIVATIONS, theorem1_toy, train
 from joma_lib.invariants import (
     flow_check,
     invariant_residual,
@@ -99,7 +99,7 @@ def test_invariant_is_order_lr_under_sgd(attention):
     for lr, steps in ((0.1, 300), (0.05, 600)):
         residuals = []
         for phi in ACTIVATIONS:
-            spec, X, y, state = invariant_toy(attention, phi)
+            spec, X, y, state = theorem1_toy(attention, phi)
             traj = train(spec, X, y, state, steps, lr_z=lr, lr_w=lr, record_every=10)
             assert np.abs(traj.z - traj.z[0]).max() >= 0.5
             residuals.append(invariant_residual(traj.z, traj.V(spec.embeddings()[0]), attention).max())
@@ -133,7 +133,7 @@ def test_softmax_invariant_breaks_on_heterogeneous_inputs():
 
 def test_widget_simulation_and_errors():
     """The page's widget reruns a short SGD run: the ratio-scaled invariant holds, the unscaled one does not."""
-    from joma_lib.widgets.theorem1 import invariant_panel, simulate
+    from joma_lib.chapters.theorem1.widget import theorem1_widget, simulate
 
     data = simulate("exp", "relu", lr_ratio=2.0, seed=1)
     assert data["residual"].max() <= 2e-2 and data["residual_unscaled"].max() >= 0.1
@@ -141,4 +141,4 @@ def test_widget_simulation_and_errors():
                          ({"attention": "cosine"}, "attention"), ({"seed": -1}, "seed")]:
         with pytest.raises(ValueError, match=name):
             simulate(**kwargs)
-    assert invariant_panel().children  # the panel of the page builds (its behaviour: tests/test_widgets.py)
+    assert theorem1_widget().children  # the panel of the page builds (its behaviour: tests/test_widgets.py)

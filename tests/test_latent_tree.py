@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from joma_lib.figures.hierarchy import make_cooccurrence, make_fig5
+from joma_lib.chapters.hierarchy.figures import make_cooccurrence, make_fig5
 from joma_lib.latent_tree import (
     HBLT,
     approximation_error_bound,
@@ -192,9 +192,9 @@ def test_bad_inputs_raise_clear_errors(call, match: str) -> None:
 
 
 def test_cooccurrence_widget_follows_its_controls() -> None:
-    from joma_lib.widgets.hierarchy import CooccurrenceExplorer
+    from joma_lib.chapters.hierarchy.widget import CooccurrenceWidget
 
-    explorer = CooccurrenceExplorer(depth=6, height=2)
+    explorer = CooccurrenceWidget(depth=6, height=2)
     assert explorer.image.value[:4] == b"\x89PNG"
     explorer.controls["depth"].value = 10
     assert explorer.controls["rho"].value == pytest.approx(0.9) and explorer.controls["rho"].disabled

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from joma_lib.cpu import bf16_support
-from joma_lib.figures import harness
-from joma_lib.figures.registry import FigureSpec, registry
+from joma_lib.kit import harness
+from joma_lib.kit.registry import FigureSpec, registry
 from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.model import TransformerLM, bits_dropout
 from joma_lib.lm.precision import auto_choice, cached_choice, measure_choice

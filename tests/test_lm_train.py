@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.figures.rerun import main as plot_main
+from joma_lib.chapters.rerun.figures import main as plot_main
 from joma_lib.lm.data import load_lm_data, n_chunks
 from joma_lib.lm.train import RunConfig, collect, load_sweep, main, train_run
 

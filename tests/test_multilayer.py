@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from joma_lib.combination_hierarchy import CombinationHierarchy
-from joma_lib.figures.hierarchy import (
+from joma_lib.chapters.hierarchy.figures import (
     KINDS,
     change_alignment_margin,
     layer0_learning_margin,
     level_specificity,
     make_table1_wide,
 )
-from joma_lib.figures.registry import get_spec
+from joma_lib.kit.registry import get_spec
 from joma_lib.multilayer import (
     CONFIGS,
     TABLE1_SETTINGS,

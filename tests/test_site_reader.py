@@ -110,6 +110,6 @@ def test_the_deploy_guard_matches_the_printed_note_and_not_the_code_that_prints_
             '<span class="si">}</span><span class="s2">. The stand-in below is used instead."</span>')
     output = "<pre><span></span>Not shown: Pythia checkpoints come from the Hugging Face hub, which is not reachable"
     assert re.search(patterns["fig7"], output) and not re.search(patterns["fig7"], code)
-    harness = (ROOT / "joma_lib" / "figures" / "harness.py").read_text()
+    harness = (ROOT / "joma_lib" / "kit" / "harness.py").read_text()
     assert re.search(patterns["wikitext"], harness), "the guard no longer matches the note the harness prints"
     assert not re.search(patterns["wikitext"], (ROOT / "book" / "wikitext.md").read_text())

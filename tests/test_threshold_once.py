@@ -1,6 +1,6 @@
-"""Each threshold is written once, in its :class:`~joma_lib.figures.registry.Claim`: no page restates it.
+"""Each threshold is written once, in its :class:`~joma_lib.kit.registry.Claim`: no page restates it.
 
-A page checks its claims with :func:`joma_lib.figures.claims.check_claims` and quotes the glued threshold in its
+A page checks its claims with :func:`joma_lib.kit.claims.check_claims` and quotes the glued threshold in its
 prose. This test reads every page that shows a figure with claims and fails when one of its ``assert`` lines
 compares something with a claim's threshold (same relation, same number) of that page.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from joma_lib.figures.registry import Claim, figure_ids, get_spec
+from joma_lib.kit.registry import Claim, figure_ids, get_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 _NUMBER = r"(\d+(?:\.\d*)?(?:[eE]-?\d+)?|\.\d+)"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from joma_lib.figures.registry import registry
+from joma_lib.kit.registry import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_PART = "Reference"  # the reproduction guide and the bibliography: not chapters of the paper

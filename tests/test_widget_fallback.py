@@ -7,14 +7,14 @@ import base64
 import ipywidgets as widgets
 import pytest
 
-from joma_lib.widgets.fallback import LIVE_NOTE, panel_images, with_static_view
-from joma_lib.widgets.hierarchy import cooccurrence_panel
+from joma_lib.kit.fallback import LIVE_NOTE, panel_images, with_static_view
+from joma_lib.chapters.hierarchy.widget import cooccurrence_widget
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def test_bundle_keeps_the_live_widget_and_adds_the_default_picture():
-    panel = cooccurrence_panel()
+    panel = cooccurrence_widget()
     bundle = with_static_view(panel, alt="co-occurrence <curve>")._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
     html = bundle["text/html"]
@@ -44,9 +44,9 @@ def test_a_panels_picture_comes_with_its_phone_layout():
 
     from PIL import Image
 
-    from joma_lib.figures.phone import PHONE_MEDIA, TEXT_PX_KEY
+    from joma_lib.kit.phone import PHONE_MEDIA, TEXT_PX_KEY
 
-    html = with_static_view(cooccurrence_panel(), alt="co-occurrence").static_html()
+    html = with_static_view(cooccurrence_widget(), alt="co-occurrence").static_html()
     assert html.count("<picture>") == 1 and f'<source media="{PHONE_MEDIA}" srcset="data:image/png;base64,' in html
     wide, phone = (Image.open(io.BytesIO(base64.b64decode(part.split('"', 1)[0])))
                    for part in html.split("base64,")[1:][::-1])  # the <source> (phone) comes first
@@ -56,9 +56,9 @@ def test_a_panels_picture_comes_with_its_phone_layout():
 
 def test_the_phone_layout_leaves_the_live_figure_alone():
     """Fig. 4's panel keeps one figure and updates it in place: its phone picture is laid out on a copy."""
-    from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer
+    from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget
 
-    explorer = ModifiedMLPExplorer()
+    explorer = ModifiedMLPWidget()
     figure = explorer.draw.figure
     size, boxes = figure.get_size_inches().copy(), [ax.get_position().bounds for ax in figure.axes]
     assert explorer.phone_png().startswith(PNG_SIGNATURE)

@@ -11,9 +11,9 @@ import torch
 from joma_lib.attention_kinds import ATTENTION_KINDS, ATTENTIONS, AttentionKind
 from joma_lib.block import ACTIVATIONS
 from joma_lib.invariants import toy_check
-from joma_lib.widgets.fallback import with_static_view
-from joma_lib.widgets.panel import Panel
-from joma_lib.widgets.theorem1 import LR_RATIOS, CheckDrawing, invariant_explorer, invariant_panel, simulate
+from joma_lib.kit.fallback import with_static_view
+from joma_lib.kit.widget import LiveWidget
+from joma_lib.chapters.theorem1.widget import LR_RATIOS, CheckDrawing, theorem1_live_widget, theorem1_widget, simulate
 
 torch.set_num_threads(1)
 
@@ -21,8 +21,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def panel() -> Panel:
-    return invariant_explorer()
+def panel() -> LiveWidget:
+    return theorem1_live_widget()
 
 
 def test_the_panel_offers_every_registered_kind_and_activation(panel):
@@ -81,6 +81,6 @@ def test_the_panel_redraws_for_every_option(panel):
 
 
 def test_the_static_view_shows_the_default_picture():
-    html = with_static_view(invariant_panel(), alt="Theorem 1 panel").static_html()
+    html = with_static_view(theorem1_widget(), alt="Theorem 1 panel").static_html()
     # one picture, and its phone layout for narrow screens
     assert html.count("<img ") == 1 and html.count("data:image/png;base64,") == 2 and 'alt="Theorem 1 panel"' in html

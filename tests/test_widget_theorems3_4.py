@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer, modified_mlp_panel
+from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget, modified_mlp_widget
 
 
 def test_panel_redraws_on_control_changes():
-    explorer = ModifiedMLPExplorer(n_steps=1000)
+    explorer = ModifiedMLPWidget(n_steps=1000)
     first = explorer.image.value
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
     explorer.controls["temperature"].value = 1.0       # an observed change triggers a redraw
@@ -23,7 +23,7 @@ def test_panel_redraws_on_control_changes():
 
 
 def test_panel_matches_library_run():
-    explorer = ModifiedMLPExplorer(n_steps=500)
+    explorer = ModifiedMLPWidget(n_steps=500)
     steps, v0 = explorer.drawing.v_lines[-1].get_data()
     from joma_lib.dynamics import fig4_mu, simulate_softmax_attention
 
@@ -32,7 +32,7 @@ def test_panel_matches_library_run():
 
 
 def test_panel_rejects_unknown_controls_and_builds_widget():
-    explorer = ModifiedMLPExplorer(n_steps=200)
+    explorer = ModifiedMLPWidget(n_steps=200)
     with pytest.raises(ValueError, match="unknown controls"):
         explorer.update(colour="red")
-    assert modified_mlp_panel(n_steps=200).children
+    assert modified_mlp_widget(n_steps=200).children

@@ -1,4 +1,4 @@
-"""The one widget API (joma_lib.widgets.panel): every panel reports values it cannot honour in the panel and
+"""The one widget API (joma_lib.kit.widget): every panel reports values it cannot honour in the panel and
 recovers on the next valid input."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ import math
 import pytest
 import torch
 
-from joma_lib.widgets.hierarchy import CooccurrenceExplorer
-from joma_lib.widgets.panel import Panel
-from joma_lib.widgets.theorem1 import invariant_explorer
-from joma_lib.widgets.theorems3_4 import ModifiedMLPExplorer, simulate_profile
+from joma_lib.chapters.hierarchy.widget import CooccurrenceWidget
+from joma_lib.kit.widget import LiveWidget
+from joma_lib.chapters.theorem1.widget import theorem1_live_widget
+from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget, simulate_profile
 
 torch.set_num_threads(1)
 
 PANELS = {
-    "theorem1": lambda: invariant_explorer(attention="linear", phi="identity"),
-    "theorems3_4": lambda: ModifiedMLPExplorer(n_steps=200),
-    "hierarchy": lambda: CooccurrenceExplorer(depth=6),
+    "theorem1": lambda: theorem1_live_widget(attention="linear", phi="identity"),
+    "theorems3_4": lambda: ModifiedMLPWidget(n_steps=200),
+    "hierarchy": lambda: CooccurrenceWidget(depth=6),
 }
 
 # (panel, bad values, words the message must contain, good values that must redraw afterwards)
@@ -36,14 +36,14 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def panels() -> dict[str, Panel]:
+def panels() -> dict[str, LiveWidget]:
     return {name: build() for name, build in PANELS.items()}
 
 
 @pytest.mark.parametrize("name", PANELS)
 def test_every_panel_draws_on_creation(panels, name):
     panel = panels[name]
-    assert isinstance(panel, Panel) and panel.error is None
+    assert isinstance(panel, LiveWidget) and panel.error is None
     assert panel.image.value[:8] == b"\x89PNG\r\n\x1a\n"
     assert panel.widget.children and panel.status.value
 

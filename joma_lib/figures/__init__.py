@@ -1,24 +1,5 @@
-"""Every figure of the paper (and of the companion), regenerable and checkable.
+"""The command line of the figures, ``python -m joma_lib.figures``, and their committed reference data.
 
-``registry()`` lists them; ``compute``/``draw``/``show`` make them; ``verify``
-compares them with committed reference data. Command line:
-``python -m joma_lib.figures list | make [ids] | verify [ids] | update [ids]``.
+The command is :mod:`joma_lib.kit.cli` (this package is its short alias); ``reference/`` holds each figure's
+reference data (``<id>.npz``) and manifest (``<id>.json``), read by :mod:`joma_lib.kit.harness`.
 """
-
-from joma_lib.figures.harness import (
-    MissingReferenceError,
-    compare,
-    compute,
-    draw,
-    load_reference,
-    save_outputs,
-    show,
-    update_reference,
-    verify,
-)
-from joma_lib.figures.registry import Claim, FigureSpec, Tolerance, get_spec, registry
-
-__all__ = [
-    "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "compare", "compute", "draw", "get_spec",
-    "load_reference", "registry", "save_outputs", "show", "update_reference", "verify",
-]

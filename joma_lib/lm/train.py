@@ -16,7 +16,7 @@ Command line::
     python -m joma_lib.lm.train run --preset paper --engine slurm --gpus-per-run 1 --time 6:00:00 --out runs/paper
     python -m joma_lib.lm.train status --out runs/paper     # each run's state and step, from its folder and Slurm
 
-Drawing the runs belongs to the figures layer: ``python -m joma_lib.figures.rerun runs/x --figure fig6 -o fig6.png``.
+Drawing the runs belongs to the figures layer: ``python -m joma_lib.chapters.rerun.figures runs/x --figure fig6 -o fig6.png``.
 
 ``--preset`` fills every setting; explicit options override it.
 """

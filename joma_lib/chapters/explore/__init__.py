@@ -1,0 +1,1 @@
+"""The explore chapter (`book/explore.md`)."""

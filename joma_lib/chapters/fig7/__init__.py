@@ -1,0 +1,1 @@
+"""The fig7 chapter (`book/fig7.md`)."""

@@ -1,0 +1,186 @@
+"""Fig. 7: stable rank of the lower MLP matrix over training, on a Pythia-architecture model.
+
+The paper follows ``srank(W) = ||W||_F^2 / ||W||_2^2`` of the MLP input matrix (Pythia's
+``dense_h_to_4h``) of pre-trained OPT and Pythia models across their training checkpoints and
+reports that it first drops and then bounces back, like the attention entropy (Sec. 6).
+
+* Online, the real Pythia checkpoints are read by :func:`joma_lib.lm.pythia.checkpoint_stable_ranks`
+  (the book page does so when the hub is reachable; nothing here depends on it).
+* ``c-fig7-standin``: offline stand-in, our own small model of Pythia's architecture trained on
+  Wikipedia leads and measured on Pythia's checkpoint schedule (preset ``fig7-standin`` of
+  :mod:`joma_lib.lm.train`, seeds 3 and 4); ``make`` reads the committed results of the documented
+  command ``python -m joma_lib.lm.train run --preset fig7-standin --precision fp32 --jobs 2 --out runs/fig7-standin
+  --results joma_lib/lm/results/fig7-standin.npz``.
+* ``c-fig7-quick``: a smaller, shorter version (preset ``fig7-quick``) that CI retrains.
+
+Two claims, two rows of the ledger. ``fig7-srank-bounce`` is the paper's, on the pre-trained Pythia/OPT
+checkpoints (:data:`ONLINE_CLAIMS`): the ledger measures it on Pythia-70M's checkpoints when the hub is
+reachable, and reports it ``not-run`` with the reason offline.
+``fig7-standin-srank-bounce`` is the stand-in's: on the seed-mean curve of ``W_1`` (the MLP input matrix) of
+*every* layer, the minimum lies strictly inside the run and the curve climbs back by at least
+:data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``; its value is the smallest over
+layers, and the page reports each layer's. This threshold was committed before the stand-in was re-made on
+seeds 3 and 4 (the earlier seeds 1 and 2 had shown a 12 % rebound in layer 0 and under 1 % above it). On seeds
+3 and 4 layer 0 rebounds by 11 % and layers 1-3 by under 1 %: the claim fails, and the book says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, OnlineClaim, Tolerance
+from joma_lib.chapters.sweeps import RESULTS_DIR, layer_colours, load_runs
+from joma_lib.lm.train import train_preset
+
+STANDIN_RESULTS = RESULTS_DIR / "fig7-standin.npz"
+#: the rebound the claim asks for, as a fraction of the drop from the start to the minimum
+BOUNCE_FRACTION = 0.1
+
+
+def bounce_fraction(curve: np.ndarray) -> float:
+    """``(c_end - c_min) / (c_0 - c_min)`` if the minimum is strictly inside the curve, else 0."""
+    curve = np.asarray(curve, dtype=np.float64)
+    k = int(np.argmin(curve))
+    if k == 0 or k == curve.size - 1 or curve[0] <= curve[k]:
+        return 0.0
+    return float((curve[-1] - curve[k]) / (curve[0] - curve[k]))
+
+
+def srank_panels(runs: dict[str, np.ndarray]) -> FigureData:
+    """Seed-mean stable rank ``[C, L]`` (and per seed ``[R, C, L]``), loss and entropy of one model's runs."""
+    if np.unique(runs["nlayers"]).size != 1 or np.unique(runs["minibatch"], axis=0).shape[0] != 1:
+        raise ValueError("the runs must share one depth and one checkpoint schedule")
+    srank = runs["stable_rank"]
+    mean = srank.mean(axis=0)
+    return {"minibatch": runs["minibatch"][0], "stable_rank": mean, "stable_rank_seeds": srank,
+            "val_loss": runs["val_loss"].mean(axis=0), "attn_entropy": runs["attn_entropy"].mean(axis=0),
+            "bounce_fraction": np.array([bounce_fraction(mean[:, layer]) for layer in range(mean.shape[1])]),
+            "n_seeds": np.array(srank.shape[0]), "lr": np.array(float(runs["lr"][0]))}
+
+
+def make_standin(path: str = str(STANDIN_RESULTS)) -> FigureData:
+    """Data of ``c-fig7-standin``: the committed results of the stored run."""
+    return srank_panels(load_runs(Path(path)))
+
+
+def make_quick(**overrides: Any) -> FigureData:
+    """Data of ``c-fig7-quick``: train the ``fig7-quick`` preset on the CPU."""
+    return srank_panels(train_preset("fig7-quick", **overrides))
+
+
+def draw_stable_rank(ax: Axes, steps: np.ndarray, srank: np.ndarray, label: str) -> None:
+    """Stable rank of each layer (``srank [S, L]``) vs training step on a symmetric-log axis (step 0 included)."""
+    depth = srank.shape[1]
+    for layer, colour in enumerate(layer_colours(depth)):
+        ax.plot(steps, srank[:, layer], marker=".", color=colour, label=f"layer{layer}")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(r"stable rank of $W_1$ (dense_h_to_4h)")
+    ax.set_title(label, fontsize=10)
+    ax.legend(fontsize=9, ncols=2)
+
+
+def plot_fig7(data: FigureData) -> Figure:
+    """Left: stable rank of each layer's lower MLP matrix; right: validation loss; x on Pythia's log-spaced steps."""
+    fig = Figure(figsize=(8.8, 3.4), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=(3, 2))
+    depth = data["stable_rank"].shape[1]
+    draw_stable_rank(left, data["minibatch"], data["stable_rank"],
+                     f"Pythia-architecture stand-in, {depth} layers ({int(data['n_seeds'])} seeds)")
+    right.plot(data["minibatch"], data["val_loss"], marker=".", color="black")
+    right.set_xscale("symlog", linthresh=1.0)
+    right.set_xlabel("training step")
+    right.set_ylabel("validation loss (nats)")
+    return fig
+
+
+def _lowest_layer_bounce(data: FigureData) -> float:
+    return float(data["bounce_fraction"][0])
+
+
+def _every_layer_bounce(data: FigureData) -> float:
+    return float(np.min(data["bounce_fraction"]))
+
+
+STANDIN_CLAIM = Claim(
+    "fig7-standin-srank-bounce", "Fig. 7 (offline stand-in)",
+    f"Stored stand-in run (seeds 3, 4): in every layer, the stable rank of W1 (the MLP input matrix) falls to a "
+    f"minimum inside the run, then climbs back by at least {BOUNCE_FRACTION:.0%} of its drop; smallest rebound "
+    "over layers", _every_layer_bounce, ">=", BOUNCE_FRACTION, book_says="fails", kind="companion",
+    threshold_set="before-data")
+PYTHIA_CLAIM = Claim(
+    "fig7-srank-bounce", "Fig. 7",
+    "Pre-trained Pythia (and OPT) checkpoints: the stable rank of W1, the lower MLP matrix, first drops then bounces "
+    "back over training: in every layer, rebound after an interior minimum as a fraction of the drop (smallest over "
+    "layers; Pythia-70M, every 8th public checkpoint; OPT's intermediate checkpoints are not public)",
+    _every_layer_bounce, ">=", BOUNCE_FRACTION, kind="paper", threshold_set="before-data")
+"""The paper's own claim, measured as the stand-in's (its bar was listed in the ledger before the Pythia path
+could run). The ledger evaluates it on :func:`pythia_panels` of the real checkpoints when the hub is reachable."""
+
+
+def pythia_panels(ranks: dict[str, np.ndarray]) -> FigureData:
+    """The claim's data from :func:`joma_lib.lm.pythia.checkpoint_stable_ranks` (``step [S]``, ``stable_rank
+    [S, L]``): the curves and each layer's :func:`bounce_fraction`."""
+    srank = np.asarray(ranks["stable_rank"], dtype=np.float64)
+    step = np.asarray(ranks["step"])
+    if srank.ndim != 2 or step.shape != srank.shape[:1] or srank.shape[0] < 3:
+        raise ValueError(f"stable_rank must be [steps >= 3, layers] with one row per step, got {srank.shape} "
+                         f"for {step.shape[0]} steps")
+    return {"step": step, "stable_rank": srank,
+            "bounce_fraction": np.array([bounce_fraction(srank[:, layer]) for layer in range(srank.shape[1])])}
+
+
+def fetch_pythia() -> FigureData:
+    """:func:`pythia_panels` of Pythia-70M's public checkpoints (every 8th); offline it raises
+    :class:`~joma_lib.io.InputUnavailableError` before any download."""
+    from joma_lib.lm.pythia import PYTHIA_MODEL, checkpoint_stable_ranks
+
+    return pythia_panels(checkpoint_stable_ranks(PYTHIA_MODEL, progress=False))
+
+
+ONLINE_CLAIMS = (OnlineClaim(PYTHIA_CLAIM, fetch_pythia, "book/fig7.md",
+                             "Pythia's training checkpoints from the Hugging Face hub"),)
+
+
+QUICK_CLAIM = Claim(
+    "fig7-standin-srank-bounce-quick", "Fig. 7 (offline stand-in)",
+    f"Shortened stand-in run, retrained by CI: the stable rank of layer 0's W1 climbs back by at least "
+    f"{BOUNCE_FRACTION:.0%} of its drop (a guard of the code path; layer 0 only)",
+    _lowest_layer_bounce, ">=", BOUNCE_FRACTION, kind="companion", threshold_set="after-data",
+    threshold_note="the stand-in's 10 % bar, applied to layer 0 of a quick run whose rebound (0.14) was known")
+
+
+FIGURES = [
+    FigureSpec(
+        fig_id="c-fig7-standin",
+        title="Stable rank of the lower MLP matrix over training: our Pythia-architecture stand-in",
+        paper_ref="Fig. 7 (offline stand-in)",
+        chapter="book/fig7.md",
+        make=make_standin,
+        plot=plot_fig7,
+        default_tol=READ_BACK,
+        claims=(STANDIN_CLAIM,),
+        stored_run=True,
+    ),
+    FigureSpec(
+        fig_id="c-fig7-quick",
+        title="Stable rank of the lower MLP matrix: the shortened stand-in run CI retrains",
+        paper_ref="Fig. 7 (offline stand-in)",
+        chapter="book/fig7.md",
+        make=make_quick,
+        plot=plot_fig7,
+        tolerances={"minibatch": READ_BACK, "n_seeds": READ_BACK, "lr": READ_BACK,
+                    "stable_rank": Tolerance(rtol=0.0, atol=0.5, gpu_atol=1.0),
+                    "stable_rank_seeds": Tolerance(rtol=0.0, atol=0.5, gpu_atol=1.0),
+                    "bounce_fraction": Tolerance(rtol=0.0, atol=0.1, gpu_atol=0.2)},
+        default_tol=TRAINED,
+        claims=(QUICK_CLAIM,),
+        trained=True,
+        calibration_seeds=({"seeds": [2]},),
+    ),
+]

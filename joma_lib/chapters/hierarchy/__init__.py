@@ -1,0 +1,1 @@
+"""The hierarchy chapter (`book/hierarchy.md`)."""

@@ -1,0 +1,1 @@
+"""The intro chapter (`book/intro.md`)."""

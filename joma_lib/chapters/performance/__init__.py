@@ -1,0 +1,1 @@
+"""The performance chapter (`book/performance.md`)."""

@@ -1,0 +1,1 @@
+"""The rerun chapter (`book/rerun.md`)."""

@@ -1,0 +1,1 @@
+"""The setting chapter (`book/setting.md`)."""

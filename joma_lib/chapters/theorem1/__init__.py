@@ -1,0 +1,1 @@
+"""The theorem1 chapter (`book/theorem1.md`)."""

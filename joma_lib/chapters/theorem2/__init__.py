@@ -1,0 +1,1 @@
+"""The theorem2 chapter (`book/theorem2.md`)."""

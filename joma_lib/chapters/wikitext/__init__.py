@@ -1,0 +1,1 @@
+"""The wikitext chapter (`book/wikitext.md`)."""

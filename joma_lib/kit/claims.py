@@ -1,0 +1,455 @@
+"""The claims ledger: every claim of the paper, its verdict on our data, and where the book shows it.
+
+A figure declares the claims its data test (:attr:`FigureSpec.claims`, :class:`~joma_lib.kit.registry.Claim`).
+Claims the paper makes that no figure backs yet, or that cannot be tested here (a GPU, the internet, data the
+authors do not ship), are listed in :data:`PENDING` with the reason; their verdict is ``not-run``. A figure claim
+with the same id supersedes the pending entry, so attaching a claim to a figure is all it takes to move it from
+"not run" to a verdict.
+A claim whose data only an online source gives (Pythia's checkpoints on the hub) is an
+:class:`~joma_lib.kit.registry.OnlineClaim` of its figure module (``ONLINE_CLAIMS``): evaluated when its fetch
+can run, ``not-run`` with the fetch's reason when it cannot.
+
+The ledger is evaluated by ``python -m joma_lib.figures claims`` (which regenerates each figure once), by
+``verify`` (on the data it regenerates anyway) and by the book's ledger page (``book/claims.md``), which may
+evaluate on already computed data with :func:`evaluate_figure` so that it never disagrees with the check.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from joma_lib.kit.harness import compute, glue, load_reference
+from joma_lib.kit.registry import (
+    KINDS,
+    Claim,
+    FigureData,
+    FigureSpec,
+    Kind,
+    ThresholdSet,
+    Verdict,
+    figure_ids,
+    get_spec,
+    online_claims,
+)
+from joma_lib.io import InputUnavailableError
+
+
+@dataclass(frozen=True)
+class PendingClaim:
+    """A claim of the paper that no figure tests yet, or that cannot be tested here.
+
+    Attributes:
+        claim_id: stable id; a figure claim with the same id replaces this entry.
+        paper_ref: where the paper makes the claim.
+        statement: one line, what is claimed.
+        reason: why there is no verdict (``"not yet run"``, ``"needs a GPU"``, ...).
+        page: the book page that discusses it (``"book/rerun.md"``), or ``""``.
+        kind: ``paper`` or ``companion`` (see :data:`~joma_lib.kit.registry.Kind`).
+        threshold: the bound a verdict will use once the claim can run (``">= 0.1"``), stated now, or ``""``.
+    """
+
+    claim_id: str
+    paper_ref: str
+    statement: str
+    reason: str
+    page: str = ""
+    kind: Kind = "paper"
+    threshold: str = ""
+
+
+NOT_YET_RUN = "not yet run"
+
+PENDING: tuple[PendingClaim, ...] = (
+    PendingClaim("table1-layer0-learns", "Table 1",
+                 "Training raises the layer-0 alignment score with the level-0 latents above its value at "
+                 "initialisation.", NOT_YET_RUN, "book/hierarchy.md"),
+    PendingClaim("table1-level-specific", "Table 1",
+                 "The hidden neurons of layer k align best with the latents of level k (not of other levels).",
+                 NOT_YET_RUN, "book/hierarchy.md"),
+    PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
+                 "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
+                 "which token associations are learned first.",
+                 "the slides show Fig. 5 only as a schematic without numbers, and the panel's wording is known "
+                 "only second-hand, so no test of it can be reconstructed from the paper", "book/hierarchy.md"),
+    PendingClaim("fig6-bounce-without-adam-reset", "Fig. 6",
+                 "The entropy bounce of Fig. 6 appears in a run without the per-epoch restart of Adam of the "
+                 "authors' script.", NOT_YET_RUN, "book/rerun.md"),
+    PendingClaim("fig6-wikitext103-losses", "Fig. 6 (bottom row)",
+                 "On WikiText-103 the best validation losses are 5.047 / 4.912 / 4.762 / 4.679 for 1/2/5/10 "
+                 "layers and attention entropy drops then bounces back.",
+                 "the authors publish no WikiText-103 runs, and re-running them needs a GPU and the internet",
+                 "book/wikitext.md"),
+)
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One row of the ledger."""
+
+    claim_id: str
+    figure: str
+    paper_ref: str
+    statement: str
+    value: float | None
+    threshold: str
+    verdict: Verdict
+    page: str
+    book_says: str = "holds"
+    reason: str = ""
+    kind: Kind = "paper"
+    threshold_set: ThresholdSet = "before-data"
+    threshold_note: str = ""
+    stored_run: bool = False
+
+    @property
+    def surprising(self) -> bool:
+        """The verdict contradicts the book (a claim it says holds fails or errs, or one it says fails holds)."""
+        return self.verdict != "not-run" and self.verdict != self.book_says
+
+    def as_json(self) -> dict[str, Any]:
+        """The ledger row as JSON: ``id, figure, paper_ref, statement, value, threshold, verdict, page, kind,
+        threshold_set, stored_run`` (+ ``reason`` when not run or raised, + ``threshold_note`` when set after the data)."""
+        row: dict[str, Any] = {
+            "id": self.claim_id, "figure": self.figure, "paper_ref": self.paper_ref, "statement": self.statement,
+            "value": self.value if self.value is None or math.isfinite(self.value) else str(self.value),
+            "threshold": self.threshold, "verdict": self.verdict, "page": self.page, "kind": self.kind,
+            "threshold_set": self.threshold_set, "stored_run": self.stored_run}
+        if self.verdict in ("not-run", "error"):
+            row["reason"] = self.reason
+        if self.threshold_set == "after-data":
+            row["threshold_note"] = self.threshold_note
+        return row
+
+
+def page_of(spec: FigureSpec) -> str:
+    """Where the book shows a figure: its chapter and the figure's anchor (``book/theorem1.md#fig2a``)."""
+    return f"{spec.chapter}#{spec.fig_id}"
+
+
+def _threshold(claim: Claim) -> str:
+    return f"{claim.relation} {claim.threshold:g}"
+
+
+def _row(spec: FigureSpec, claim: Claim, value: float | None, verdict: Verdict, reason: str = "") -> ClaimResult:
+    return ClaimResult(claim.claim_id, spec.fig_id, claim.paper_ref, claim.statement, value, _threshold(claim),
+                       verdict, page_of(spec), claim.book_says, reason, claim.kind, claim.threshold_set,
+                       claim.threshold_note, spec.stored_run)
+
+
+def evaluate_figure(fig_id: str, data: FigureData) -> list[ClaimResult]:
+    """Every claim of ``fig_id`` evaluated on ``data`` (already computed: nothing is regenerated)."""
+    spec = get_spec(fig_id)
+    rows = []
+    for claim in spec.claims:
+        value, verdict = claim.evaluate(data)
+        rows.append(_row(spec, claim, value, verdict))
+    return rows
+
+
+def glue_names(claim_id: str) -> dict[str, str]:
+    """The glue names under which :func:`check_claims` stores a claim for its page's prose.
+
+    ``claim-<id>-threshold`` (``">= 0.1"``), ``claim-<id>-bar`` (the number alone, ``"0.1"``),
+    ``claim-<id>-value`` (the measured value, as the ledger prints it) and ``claim-<id>-verdict``.
+    """
+    return {part: f"claim-{claim_id}-{part}" for part in ("threshold", "bar", "value", "verdict")}
+
+
+def check_claims(fig_id: str, data: FigureData) -> dict[str, ClaimResult]:
+    """Book helper: the claims of ``fig_id`` on the data its page shows, checked and glued for the prose.
+
+    Each claim is evaluated exactly as the ledger evaluates it; a verdict other than the one the book states
+    (:attr:`Claim.book_says`) raises :class:`AssertionError`, so the page fails to build. The threshold, value
+    and verdict are glued under :func:`glue_names`, so that a page quotes the ledger instead of restating a
+    threshold in its own asserts or prose (each threshold is written once, in the :class:`Claim`).
+    Returns the rows by claim id.
+    """
+    rows = {row.claim_id: row for row in evaluate_figure(fig_id, data)}
+    wrong = [f"{r.claim_id}: {format_value(r.value)} {r.threshold} {r.verdict}, the book says {r.book_says}"
+             for r in rows.values() if r.surprising]
+    if wrong:
+        raise AssertionError(f"claims of {fig_id!r} disagree with the book: " + "; ".join(wrong))
+    for claim in get_spec(fig_id).claims:
+        row, names = rows[claim.claim_id], glue_names(claim.claim_id)
+        glue(names["threshold"], row.threshold, display=False)
+        glue(names["bar"], f"{claim.threshold:g}", display=False)
+        glue(names["value"], format_value(row.value), display=False)
+        glue(names["verdict"], row.verdict, display=False)
+    return rows
+
+
+def not_run(fig_id: str, reason: str) -> list[ClaimResult]:
+    """The claims of ``fig_id`` as ``not-run`` (its data could not be made here) with ``reason``."""
+    spec = get_spec(fig_id)
+    return [_row(spec, claim, None, "not-run", reason) for claim in spec.claims]
+
+
+def figure_results(fig_id: str, load: Callable[[str], FigureData]) -> list[ClaimResult]:
+    """The claims of ``fig_id`` on ``load(fig_id)`` (called once); an unavailable input gives ``not-run``, and
+    any other exception from the figure gives verdict ``error`` with ``<type>: <message>`` as the reason, so
+    that one failing figure never stops the ledger."""
+    if not get_spec(fig_id).claims:
+        return []
+    try:
+        return evaluate_figure(fig_id, load(fig_id))
+    except InputUnavailableError as err:
+        return not_run(fig_id, f"input unavailable: {err}")
+    except Exception as err:  # noqa: BLE001 - any fault of one figure is reported on its rows, the rest go on
+        spec = get_spec(fig_id)
+        return [_row(spec, claim, None, "error", error_text(err)) for claim in spec.claims]
+
+
+def error_text(err: BaseException) -> str:
+    """``<type>: <message>`` on one line, for a figure that raised."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
+def online_results(ids: set[str] | None = None) -> list[ClaimResult]:
+    """The online claims (:func:`~joma_lib.kit.registry.online_claims`; those in ``ids``, all when None):
+    evaluated on their fetched data where the fetch can run, ``not-run`` with its reason where it cannot."""
+    rows = []
+    for claim_id, online in sorted(online_claims().items()):
+        if ids is not None and claim_id not in ids:
+            continue
+        claim, reason = online.claim, ""
+        value: float | None = None
+        verdict: Verdict = "not-run"
+        try:
+            value, verdict = claim.evaluate(online.fetch())
+        except InputUnavailableError as err:
+            reason = f"needs {online.needs}: {' '.join(str(err).split())}"
+        rows.append(ClaimResult(claim_id, "", claim.paper_ref, claim.statement, value, _threshold(claim), verdict,
+                                online.page, claim.book_says, reason, claim.kind, claim.threshold_set,
+                                claim.threshold_note))
+    return rows
+
+
+def pending_results() -> list[ClaimResult]:
+    """The pending claims not superseded by a figure claim of the same id, as ``not-run`` rows."""
+    backed = claim_ids_on_figures()
+    return [ClaimResult(p.claim_id, "", p.paper_ref, p.statement, None, p.threshold, "not-run", p.page, "holds",
+                        p.reason, p.kind) for p in PENDING if p.claim_id not in backed]
+
+
+def claim_ids_on_figures() -> dict[str, str]:
+    """Claim id -> figure id over all registered figures; an id used twice is a :class:`RuntimeError`."""
+    found: dict[str, str] = {}
+    for fig_id in figure_ids():
+        for claim in get_spec(fig_id).claims:
+            if claim.claim_id in found:
+                raise RuntimeError(f"claim id {claim.claim_id!r} is declared by {found[claim.claim_id]!r} "
+                                   f"and {fig_id!r}")
+            found[claim.claim_id] = fig_id
+    for claim_id in online_claims():
+        if claim_id in found:
+            raise RuntimeError(f"claim id {claim_id!r} is declared by {found[claim_id]!r} and as an online claim")
+    return found
+
+
+def all_claim_ids() -> list[str]:
+    """Every claim id in the ledger (figure claims and pending ones), sorted."""
+    return sorted(set(claim_ids_on_figures()) | set(online_claims()) | {p.claim_id for p in PENDING})
+
+
+def select(ids: Iterable[str]) -> tuple[list[str], set[str] | None]:
+    """Resolve requested ids (figure ids or claim ids) into (figures to evaluate, claim ids to keep).
+
+    No ids: every figure with claims and every claim (``None``). An unknown id is a :class:`ValueError`.
+    """
+    ids = list(ids)
+    on_figures = claim_ids_on_figures()
+    if not ids:
+        return sorted({*on_figures.values()}), None
+    pending = {p.claim_id for p in PENDING} | set(online_claims())
+    figures: set[str] = set()
+    keep: set[str] = set()
+    for requested in ids:
+        if requested in figure_ids():
+            figures.add(requested)
+            keep.update(c.claim_id for c in get_spec(requested).claims)
+        elif requested in on_figures:
+            figures.add(on_figures[requested])
+            keep.add(requested)
+        elif requested in pending:
+            keep.add(requested)
+        else:
+            raise ValueError(f"unknown figure or claim id {requested!r}; claim ids: {', '.join(all_claim_ids())}")
+    return sorted(figures), keep
+
+
+def ledger(ids: Iterable[str] = (), load: Callable[[str], FigureData] | None = None) -> list[ClaimResult]:
+    """The ledger rows for ``ids`` (figure or claim ids; all when empty), sorted by claim id.
+
+    ``load(fig_id)`` supplies each figure's data once (default: regenerate it with
+    :func:`~joma_lib.kit.harness.compute`).
+    """
+    load = compute if load is None else load
+    figures, keep = select(ids)
+    rows = [row for fig_id in figures for row in figure_results(fig_id, load)]
+    rows += pending_results() + online_results(keep)
+    return sorted((r for r in rows if keep is None or r.claim_id in keep), key=lambda r: r.claim_id)
+
+
+def surprises(rows: Iterable[ClaimResult]) -> list[ClaimResult]:
+    """The rows whose verdict contradicts what the book says (see :attr:`ClaimResult.surprising`)."""
+    return [r for r in rows if r.surprising]
+
+
+def format_value(value: float | None) -> str:
+    """A measured value for the ledger table (``-`` when not run)."""
+    return "-" if value is None else f"{value:.4g}"
+
+
+def format_table(rows: Iterable[ClaimResult], width: Mapping[str, int] | None = None) -> str:
+    """The ledger as a plain-text table: id | paper | statement | value | threshold | verdict."""
+    w = {"id": 34, "paper": 18, "statement": 70, **(width or {})}
+    lines = [f"{'id':<{w['id']}} {'paper':<{w['paper']}} {'statement':<{w['statement']}} {'value':>10} "
+             f"{'threshold':<12} verdict"]
+    for r in rows:
+        statement = r.statement if len(r.statement) <= w["statement"] else r.statement[:w["statement"] - 3] + "..."
+        verdict = r.verdict + (f" ({r.reason})" if r.verdict in ("not-run", "error") else "")
+        if r.book_says == "fails" and r.verdict != "not-run":
+            verdict += " (the book reports it fails)"
+        lines.append(f"{r.claim_id:<{w['id']}} {r.paper_ref:<{w['paper']}} {statement:<{w['statement']}} "
+                     f"{format_value(r.value):>10} {r.threshold:<12} {verdict}")
+    return "\n".join(lines)
+
+
+REGENERATED = "regenerated"
+FROM_REFERENCE = "committed reference"
+
+
+def book_ledger(expensive: Iterable[str] = ()) -> tuple[list[ClaimResult], dict[str, str]]:
+    """The ledger as the book page builds it, and where each figure's data came from.
+
+    Trained figures and the ``expensive`` ones are evaluated on their committed reference data (``verify``
+    is what regenerates them); a figure whose external input is unavailable falls back to its reference, as
+    its own page does. Every other figure is regenerated.
+    """
+    expensive = set(expensive)
+    sources: dict[str, str] = {}
+
+    def load(fig_id: str) -> FigureData:
+        if get_spec(fig_id).trained or fig_id in expensive:
+            sources[fig_id] = FROM_REFERENCE
+            return load_reference(fig_id)
+        try:
+            data = compute(fig_id)
+        except InputUnavailableError:
+            sources[fig_id] = f"{FROM_REFERENCE} (input unavailable here)"
+            return load_reference(fig_id)
+        sources[fig_id] = REGENERATED
+        return data
+
+    return ledger(load=load), sources
+
+
+VERDICT_ORDER: dict[str, int] = {"error": 0, "fails": 1, "not-run": 2, "holds": 3}
+"""Within a kind, figures that raised come first, then failures, the claims not run, and those that hold."""
+COLUMNS = ("claim", "paper ref", "statement", "value", "threshold", "verdict", "shown in")
+"""The ledger table's columns, in order (also each cell's ``data-label`` for the card layout on phones)."""
+
+
+def by_kind(rows: Iterable[ClaimResult]) -> dict[Kind, list[ClaimResult]]:
+    """The rows grouped by kind (paper, companion, sanity), failures and not-run rows first in each group."""
+    groups: dict[Kind, list[ClaimResult]] = {kind: [] for kind in KINDS}
+    for row in rows:
+        groups[row.kind].append(row)
+    return {kind: sorted(group, key=lambda r: (VERDICT_ORDER[r.verdict], r.claim_id))
+            for kind, group in groups.items()}
+
+
+def verdict_counts(rows: Iterable[ClaimResult]) -> dict[str, int]:
+    """How many rows raised, fail, were not run and hold."""
+    rows = list(rows)
+    return {verdict: sum(r.verdict == verdict for r in rows) for verdict in VERDICT_ORDER}
+
+
+def headline(rows: Iterable[ClaimResult]) -> str:
+    """The ledger's headline, on the paper's claims alone: ``paper claims: N hold, M fail, K not run``
+    (``, E error`` added when a figure raised)."""
+    return "paper claims: " + _counts_text(verdict_counts(r for r in rows if r.kind == "paper"))
+
+
+def _counts_text(n: Mapping[str, int]) -> str:
+    text = f"{n['holds']} hold, {n['fails']} fail, {n['not-run']} not run"
+    return text + (f", {n['error']} error" if n["error"] else "")
+
+
+def _html(text: str) -> str:
+    """Escaped text in which ``$...$`` becomes inline maths, as Sphinx writes it (MathJax typesets it)."""
+    parts = html.escape(text, quote=False).split("$")
+    if len(parts) % 2 == 0:
+        raise ValueError(f"unbalanced $ in a ledger statement: {text!r}")
+    return "".join(part if k % 2 == 0 else f'<span class="math notranslate nohighlight">\\({part}\\)</span>'
+                   for k, part in enumerate(parts))
+
+
+def _html_link(row: ClaimResult, titles: Mapping[str, str]) -> str:
+    """A link from the ledger page (in ``book/``) to where the claim is shown, labelled with the figure's or page's title."""
+    doc, _, anchor = row.page.partition("#")
+    name = doc.removeprefix("book/").removesuffix(".md")
+    if not name:
+        return "-"
+    label = get_spec(row.figure).title if row.figure else titles.get(name, name)
+    href = f"{name}.html" + (f"#{anchor}" if anchor else "")
+    return f'<a href="{html.escape(href)}">{html.escape(label)}</a>'
+
+
+def _verdict_html(row: ClaimResult, sources: Mapping[str, str]) -> str:
+    text = f"<strong>{row.verdict}</strong>"
+    if row.verdict in ("not-run", "error"):
+        text += f": {html.escape(row.reason)}"
+    elif row.book_says == "fails":
+        text += " (as the book reports)"
+    if row.stored_run:
+        text += " [stored run]"
+    if row.figure and sources.get(row.figure, REGENERATED) != REGENERATED:
+        text += f" <small>[on the {html.escape(sources[row.figure])}]</small>"
+    return text
+
+
+def _threshold_html(row: ClaimResult) -> str:
+    text = html.escape(row.threshold) or "-"
+    if row.threshold_set == "after-data":
+        text += f'<br><small class="joma-after-data">set after the data: {html.escape(row.threshold_note)}</small>'
+    return text
+
+
+def html_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | None = None,
+               titles: Mapping[str, str] | None = None) -> str:
+    """The ledger as one HTML table (``class="joma-ledger"``), grouped by kind.
+
+    Each kind opens with a header row and its counts; within a kind failures come first, then the claims not
+    run. Rows carry ``class="verdict-<verdict>"`` and every cell ``data-label="<column>"``; ``titles`` maps a
+    page name (``"fig7"``) to its title, used for links to a page rather than to a figure.
+    """
+    sources, titles = sources or {}, titles or {}
+    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+    lines = ['<table class="joma-ledger">', f"<thead><tr>{head}</tr></thead>"]
+    for kind, group in by_kind(rows).items():
+        if not group:
+            continue
+        n = verdict_counts(group)
+        lines.append(f'<tbody class="kind-{kind}"><tr class="kind-header"><th colspan="{len(COLUMNS)}">'
+                     f"{KIND_TITLES[kind]}: {_counts_text(n)}</th></tr>")
+        for r in group:
+            cells = (f'<code class="joma-claim-id" style="white-space: nowrap; font-size: 0.8em">{r.claim_id}</code>',
+                     _html(r.paper_ref), _html(r.statement), format_value(r.value), _threshold_html(r),
+                     _verdict_html(r, sources), _html_link(r, titles))
+            tds = "".join(f'<td data-label="{c}">{cell}</td>' for c, cell in zip(COLUMNS, cells, strict=True))
+            lines.append(f'<tr class="verdict-{r.verdict}">{tds}</tr>')
+        lines.append("</tbody>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
+KIND_TITLES: dict[Kind, str] = {
+    "paper": "Claims of the paper",
+    "companion": "Companion checks (our controls, extensions and readings of data)",
+    "sanity": "Sanity guards (true by construction)",
+}

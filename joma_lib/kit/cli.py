@@ -1,0 +1,218 @@
+"""Command line of the figure harness.
+
+    python -m joma_lib.figures list                 # every figure id, paper reference, page
+    python -m joma_lib.figures make [ids] [--out D] # PNG, SVG, npz and CSV into D (default figures_out/)
+    python -m joma_lib.figures make table1 --full   # the paper-scale setting of a figure (slow; GPU advised)
+    python -m joma_lib.figures verify [ids]         # regenerate, compare with the references; exit 1 on failure
+    python -m joma_lib.figures verify --from DIR    # compare the data a book build kept in DIR; compute the rest
+    python -m joma_lib.figures update [ids]         # rewrite the committed reference data
+    python -m joma_lib.figures claims [ids] [--json] # the paper's claims: value, threshold, verdict
+    python -m joma_lib.figures calibrate [ids]      # measure trained figures' tolerances across numerics/seeds
+
+With no ids, ``make``/``verify``/``update``/``claims`` act on every registered figure (``claims`` also takes
+claim ids). ``verify`` also evaluates each figure's claims on the data it regenerated and fails when a claim
+the book says holds fails (a claim the book reports as failing that starts to hold is reported too). A figure whose external
+input (e.g. the authors' published runs) cannot be found or downloaded is reported as SKIPPED, or
+as a failure with ``verify --require-inputs``. ``verify --from DIR`` takes each figure's data from the figure store
+DIR (``JOMA_FIGURE_STORE`` of a book build, see :mod:`joma_lib.kit.harness`) when they were kept there for this
+setting, computes only the others, and says which were which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from joma_lib.kit.calibration import VARIANTS, calibrate, trained_figure_ids
+from joma_lib.kit.claims import error_text, evaluate_figure, format_table, ledger, surprises
+from joma_lib.kit.harness import (
+    MissingReferenceError,
+    compare_with_reference,
+    compute,
+    draw,
+    save_outputs,
+    stored_or_computed,
+    update_reference,
+)
+from joma_lib.kit.registry import figure_ids, get_spec
+from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
+from joma_lib.lm.precision import PrecisionUnavailableError
+
+
+def _ids(requested: list[str]) -> list[str]:
+    """Validate requested ids (clear message on unknown ones); all ids when none requested."""
+    if not requested:
+        return figure_ids()
+    for fig_id in requested:
+        get_spec(fig_id)
+    return requested
+
+
+def _cmd_list(_: argparse.Namespace) -> int:
+    print(f"{'id':<24} {'paper':<30} {'page':<22} title")
+    for fig_id in figure_ids():
+        spec = get_spec(fig_id)
+        print(f"{fig_id:<24} {spec.paper_ref:<30} {spec.chapter:<22} {spec.title}")
+    return 0
+
+
+def _error_line(fig_id: str, err: BaseException) -> str:
+    """``<figure id> ERROR: <type>: <message>``: how one failing figure is reported before the next is made."""
+    return f"{fig_id} ERROR: {error_text(err)}"
+
+
+def _cmd_make(args: argparse.Namespace) -> int:
+    ids = _ids(args.ids)
+    out = writable_dir(args.out, "--out")  # before any computing: a bad folder must not waste a long run
+    failed = 0
+    for fig_id in ids:
+        start = time.perf_counter()
+        try:
+            data = compute(fig_id, **(get_spec(fig_id).full_params if args.full else {}))
+            paths = save_outputs(fig_id, draw(fig_id, data), data, out)
+        except Exception as err:  # noqa: BLE001 - one failing figure never stops the others
+            failed += 1
+            print(_error_line(fig_id, err))
+            continue
+        print(f"{fig_id}: {', '.join(str(p) for p in paths)} ({time.perf_counter() - start:.1f} s)")
+    if failed:
+        print(f"{failed} figure(s) failed")
+    return 1 if failed else 0
+
+
+def _readable_dir(path: str, name: str) -> Path:
+    """``path`` as an existing folder; a :class:`ValueError` naming ``name`` otherwise."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ValueError(f"{name} must be an existing folder (a figure store, e.g. _build/figure_data), got {path!r}")
+    return folder
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    failures = skipped = from_store = 0
+    ids = _ids(args.ids)
+    store = _readable_dir(args.from_dir, "--from") if args.from_dir is not None else None
+    claim_rows = []
+    print(f"{'figure':<24} {'worst array':<22} {'max |dev|':>11} {'rtol':>8} {'atol':>8} {'dev/tol':>9}  verdict")
+    for fig_id in ids:
+        try:
+            data, stored = stored_or_computed(fig_id, store)
+            c = compare_with_reference(fig_id, data)
+            rows = evaluate_figure(fig_id, data)
+        except (MissingReferenceError, InputCorruptError) as err:  # no usable reference or a damaged input file
+            failures += 1
+            print(f"{fig_id:<24} {'-':<22} {'-':>11} {'-':>8} {'-':>8} {'-':>9}  ERROR: {err}")
+            continue
+        except InputUnavailableError as err:
+            # --require-inputs is about external files; a precision this CPU cannot run is never required
+            required = args.require_inputs and not isinstance(err, PrecisionUnavailableError)
+            if required:
+                failures += 1
+            else:
+                skipped += 1
+            print(f"{fig_id:<24} {'-':<22} {'-':>11} {'-':>8} {'-':>8} {'-':>9}  "
+                  f"{'ERROR' if required else 'SKIPPED'} (input unavailable): {err}")
+            continue
+        except Exception as err:  # noqa: BLE001 - any other fault of one figure: report it, check the next
+            failures += 1
+            print(_error_line(fig_id, err))
+            continue
+        claim_rows += rows
+        broken = [r.claim_id for r in surprises(rows) if r.book_says == "holds"]
+        verdict = "ok" if c.passed else f"FAIL {c.message}".rstrip()
+        if broken:
+            verdict = ("FAIL" if c.passed else verdict) + f" claims fail: {', '.join(broken)}"
+        failures += not c.passed or bool(broken)
+        from_store += stored
+        if store is not None:
+            verdict += " (stored)" if stored else " (computed)"
+        print(f"{fig_id:<24} {c.worst_array:<22} {c.max_abs_dev:>11.3g} {c.rtol:>8.1g} {c.atol:>8.1g} "
+              f"{c.ratio:>9.3g}  {verdict}")
+    held = sum(r.verdict == r.book_says for r in claim_rows)
+    print(f"claims: {held} of {len(claim_rows)} as the book states")
+    for r in surprises(claim_rows):
+        if r.book_says == "fails":
+            print(f"note: claim {r.claim_id} now HOLDS (value {r.value:.4g}, threshold {r.threshold}) although the "
+                  f"book reports it fails: update the page and the claim's book_says")
+    if store is not None:
+        print(f"{from_store} figure(s) compared from {store}, the others computed here")
+    if skipped:
+        print(f"{skipped} figure(s) not checked: their external input is unavailable here")
+    print(f"{failures} figure(s) failed" if failures else "all checked figures match their references")
+    return 1 if failures else 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    ids = args.ids or trained_figure_ids()
+    for fig_id in ids:
+        record = calibrate(fig_id, args.variants or None, jobs=args.jobs)
+        print(f"{fig_id}: {'array':<16} {'numerics spread':>16} {'seed spread':>12} {'atol':>10}")
+        for name, a in record["arrays"].items():
+            seed = "-" if a["seed_spread"] is None else f"{a['seed_spread']:.3g}"
+            print(f"{'':<{len(fig_id) + 2}}{name:<16} {a['numerics_spread']:>16.3g} {seed:>12} {a['atol']:>10.3g}")
+    return 0
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
+    """The ledger; exit 1 when a claim the book says holds fails, or a figure raised (verdict ``error``)."""
+    rows = ledger(args.ids)
+    broken = [r for r in surprises(rows) if r.book_says == "holds"]
+    if args.json:
+        print(json.dumps([r.as_json() for r in rows], indent=2))
+    else:
+        print(format_table(rows))
+        counts = {v: sum(r.verdict == v for r in rows) for v in ("holds", "fails", "not-run", "error")}
+        print(f"{len(rows)} claims: {counts['holds']} hold, {counts['fails']} fail, {counts['not-run']} not run, "
+              f"{counts['error']} error")
+        for r in broken:
+            print(f"{r.claim_id}: the book says it holds, here it {'raised' if r.verdict == 'error' else 'fails'}")
+    return 1 if broken else 0
+
+
+def _cmd_update(args: argparse.Namespace) -> int:
+    for fig_id in _ids(args.ids):
+        print(f"{fig_id}: wrote {update_reference(fig_id)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m joma_lib.figures", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list every registered figure").set_defaults(run=_cmd_list)
+    for name, run, help_text in [("make", _cmd_make, "regenerate figures and save PNG/SVG/npz/CSV"),
+                                 ("verify", _cmd_verify, "compare regenerated data with the references"),
+                                 ("update", _cmd_update, "rewrite the committed reference data"),
+                                 ("claims", _cmd_claims, "evaluate the paper's claims (figure or claim ids)"),
+                                 ("calibrate", _cmd_calibrate,
+                                  "measure trained figures' tolerances across numerics variants and seeds")]:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("ids", nargs="*", help="figure ids (default: all); for claims also claim ids")
+        p.set_defaults(run=run)
+    sub.choices["verify"].add_argument("--require-inputs", action="store_true",
+                                       help="count a figure whose external input is unavailable as a failure")
+    sub.choices["verify"].add_argument("--from", dest="from_dir", metavar="DIR",
+                                       help="take the data kept in the figure store DIR (JOMA_FIGURE_STORE of a "
+                                            "book build) instead of computing them; compute the figures not there")
+    sub.choices["claims"].add_argument("--json", action="store_true",
+                                       help="print a JSON list of objects (id, figure, paper_ref, statement, "
+                                            "value, threshold, verdict, page; reason when not run)")
+    sub.choices["calibrate"].add_argument("--variants", nargs="+", choices=sorted(VARIANTS),
+                                          help="numerics variants to run (default: all that can run here)")
+    sub.choices["calibrate"].add_argument("--jobs", type=int, default=1, help="variants run at once (default 1)")
+    sub.choices["make"].add_argument("--out", default="figures_out", help="output folder (default: figures_out)")
+    sub.choices["make"].add_argument("--full", action="store_true",
+                                     help="use the figure's paper-scale full_params (may be slow; GPU advised)")
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, OSError, RuntimeError) as err:  # bad ids/parameters, disk and device faults: one line
+        print("error: " + " ".join(str(err).split()), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
