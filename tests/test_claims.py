@@ -10,7 +10,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from joma_lib.chapters.fig7 import figures as fig7
-from joma_lib.kit import claims, harness
+from joma_lib.kit import claims, harness, ledger
 from joma_lib.kit.cli import main
 from joma_lib.kit.registry import Claim, FigureSpec
 
@@ -240,8 +240,8 @@ def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
                    kind="sanity", threshold_set="before-data")
     toy(_spec(MAX_BELOW_4, SUM_ABOVE_10, sanity))
     rows = claims.ledger()
-    assert claims.headline(rows).startswith("paper claims: 1 hold, 0 fail, ")  # the pending paper claims: not run
-    table = claims.html_table(rows, {"c-claimy": claims.FROM_REFERENCE}, {"toy": "A toy page"})
+    assert ledger.headline(rows).startswith("paper claims: 1 hold, 0 fail, ")  # the pending paper claims: not run
+    table = ledger.html_table(rows, {"c-claimy": claims.FROM_REFERENCE}, {"toy": "A toy page"})
     assert table.startswith('<table class="joma-ledger">') and table.endswith("</table>")
     kinds = [table.index(f'<tbody class="kind-{kind}">') for kind in ("paper", "companion", "sanity")]
     assert kinds == sorted(kinds)
@@ -253,7 +253,7 @@ def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
     assert r'<span class="math notranslate nohighlight">\(\max|y| \le 3\)</span>' in table
     assert "set after the data: set after seeing 6" in table
     with pytest.raises(ValueError, match="unbalanced"):
-        claims.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])
+        ledger.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])
 
 
 def test_check_claims_glues_the_ledger_and_fails_a_page_that_disagrees(toy, monkeypatch):
@@ -273,9 +273,9 @@ def test_a_figure_that_raised_is_counted_and_shown_first():
     raised = claims.ClaimResult("toy-raised", "c-claimy", "Thm. 0", "x", None, "< 4", "error", "", kind="paper",
                                 reason="RuntimeError: injected")
     held = claims.ClaimResult("toy-held", "", "Thm. 0", "y", 1.0, "< 4", "holds", "", kind="paper")
-    assert claims.headline([raised, held]) == "paper claims: 1 hold, 0 fail, 0 not run, 1 error"
-    assert claims.headline([held]) == "paper claims: 1 hold, 0 fail, 0 not run"
-    assert [r.claim_id for r in claims.by_kind([held, raised])["paper"]] == ["toy-raised", "toy-held"]
-    table = claims.html_table([held, raised])
+    assert ledger.headline([raised, held]) == "paper claims: 1 hold, 0 fail, 0 not run, 1 error"
+    assert ledger.headline([held]) == "paper claims: 1 hold, 0 fail, 0 not run"
+    assert [r.claim_id for r in ledger.by_kind([held, raised])["paper"]] == ["toy-raised", "toy-held"]
+    table = ledger.html_table([held, raised])
     assert "1 error" in table and "<strong>error</strong>: RuntimeError: injected" in table
     assert raised.as_json()["reason"] == "RuntimeError: injected"

@@ -12,19 +12,19 @@ can run, ``not-run`` with the fetch's reason when it cannot.
 The ledger is evaluated by ``python -m joma_lib.figures claims`` (which regenerates each figure once), by
 ``verify`` (on the data it regenerates anyway) and by the book's ledger page (``book/claims.md``), which may
 evaluate on already computed data with :func:`evaluate_figure` so that it never disagrees with the check.
+Its views (the plain-text table of the CLI, the HTML table and headline of the ledger page) are in
+:mod:`joma_lib.kit.ledger`.
 """
 
 from __future__ import annotations
 
-import html
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from joma_lib.kit.harness import compute, glue, load_reference
 from joma_lib.kit.registry import (
-    KINDS,
     Claim,
     FigureData,
     FigureSpec,
@@ -304,21 +304,6 @@ def format_value(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def format_table(rows: Iterable[ClaimResult], width: Mapping[str, int] | None = None) -> str:
-    """The ledger as a plain-text table: id | paper | statement | value | threshold | verdict."""
-    w = {"id": 34, "paper": 18, "statement": 70, **(width or {})}
-    lines = [f"{'id':<{w['id']}} {'paper':<{w['paper']}} {'statement':<{w['statement']}} {'value':>10} "
-             f"{'threshold':<12} verdict"]
-    for r in rows:
-        statement = r.statement if len(r.statement) <= w["statement"] else r.statement[:w["statement"] - 3] + "..."
-        verdict = r.verdict + (f" ({r.reason})" if r.verdict in ("not-run", "error") else "")
-        if r.book_says == "fails" and r.verdict != "not-run":
-            verdict += " (the book reports it fails)"
-        lines.append(f"{r.claim_id:<{w['id']}} {r.paper_ref:<{w['paper']}} {statement:<{w['statement']}} "
-                     f"{format_value(r.value):>10} {r.threshold:<12} {verdict}")
-    return "\n".join(lines)
-
-
 REGENERATED = "regenerated"
 FROM_REFERENCE = "committed reference"
 
@@ -346,110 +331,3 @@ def book_ledger(expensive: Iterable[str] = ()) -> tuple[list[ClaimResult], dict[
         return data
 
     return ledger(load=load), sources
-
-
-VERDICT_ORDER: dict[str, int] = {"error": 0, "fails": 1, "not-run": 2, "holds": 3}
-"""Within a kind, figures that raised come first, then failures, the claims not run, and those that hold."""
-COLUMNS = ("claim", "paper ref", "statement", "value", "threshold", "verdict", "shown in")
-"""The ledger table's columns, in order (also each cell's ``data-label`` for the card layout on phones)."""
-
-
-def by_kind(rows: Iterable[ClaimResult]) -> dict[Kind, list[ClaimResult]]:
-    """The rows grouped by kind (paper, companion, sanity), failures and not-run rows first in each group."""
-    groups: dict[Kind, list[ClaimResult]] = {kind: [] for kind in KINDS}
-    for row in rows:
-        groups[row.kind].append(row)
-    return {kind: sorted(group, key=lambda r: (VERDICT_ORDER[r.verdict], r.claim_id))
-            for kind, group in groups.items()}
-
-
-def verdict_counts(rows: Iterable[ClaimResult]) -> dict[str, int]:
-    """How many rows raised, fail, were not run and hold."""
-    rows = list(rows)
-    return {verdict: sum(r.verdict == verdict for r in rows) for verdict in VERDICT_ORDER}
-
-
-def headline(rows: Iterable[ClaimResult]) -> str:
-    """The ledger's headline, on the paper's claims alone: ``paper claims: N hold, M fail, K not run``
-    (``, E error`` added when a figure raised)."""
-    return "paper claims: " + _counts_text(verdict_counts(r for r in rows if r.kind == "paper"))
-
-
-def _counts_text(n: Mapping[str, int]) -> str:
-    text = f"{n['holds']} hold, {n['fails']} fail, {n['not-run']} not run"
-    return text + (f", {n['error']} error" if n["error"] else "")
-
-
-def _html(text: str) -> str:
-    """Escaped text in which ``$...$`` becomes inline maths, as Sphinx writes it (MathJax typesets it)."""
-    parts = html.escape(text, quote=False).split("$")
-    if len(parts) % 2 == 0:
-        raise ValueError(f"unbalanced $ in a ledger statement: {text!r}")
-    return "".join(part if k % 2 == 0 else f'<span class="math notranslate nohighlight">\\({part}\\)</span>'
-                   for k, part in enumerate(parts))
-
-
-def _html_link(row: ClaimResult, titles: Mapping[str, str]) -> str:
-    """A link from the ledger page (in ``book/``) to where the claim is shown, labelled with the figure's or page's title."""
-    doc, _, anchor = row.page.partition("#")
-    name = doc.removeprefix("book/").removesuffix(".md")
-    if not name:
-        return "-"
-    label = get_spec(row.figure).title if row.figure else titles.get(name, name)
-    href = f"{name}.html" + (f"#{anchor}" if anchor else "")
-    return f'<a href="{html.escape(href)}">{html.escape(label)}</a>'
-
-
-def _verdict_html(row: ClaimResult, sources: Mapping[str, str]) -> str:
-    text = f"<strong>{row.verdict}</strong>"
-    if row.verdict in ("not-run", "error"):
-        text += f": {html.escape(row.reason)}"
-    elif row.book_says == "fails":
-        text += " (as the book reports)"
-    if row.stored_run:
-        text += " [stored run]"
-    if row.figure and sources.get(row.figure, REGENERATED) != REGENERATED:
-        text += f" <small>[on the {html.escape(sources[row.figure])}]</small>"
-    return text
-
-
-def _threshold_html(row: ClaimResult) -> str:
-    text = html.escape(row.threshold) or "-"
-    if row.threshold_set == "after-data":
-        text += f'<br><small class="joma-after-data">set after the data: {html.escape(row.threshold_note)}</small>'
-    return text
-
-
-def html_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | None = None,
-               titles: Mapping[str, str] | None = None) -> str:
-    """The ledger as one HTML table (``class="joma-ledger"``), grouped by kind.
-
-    Each kind opens with a header row and its counts; within a kind failures come first, then the claims not
-    run. Rows carry ``class="verdict-<verdict>"`` and every cell ``data-label="<column>"``; ``titles`` maps a
-    page name (``"fig7"``) to its title, used for links to a page rather than to a figure.
-    """
-    sources, titles = sources or {}, titles or {}
-    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-    lines = ['<table class="joma-ledger">', f"<thead><tr>{head}</tr></thead>"]
-    for kind, group in by_kind(rows).items():
-        if not group:
-            continue
-        n = verdict_counts(group)
-        lines.append(f'<tbody class="kind-{kind}"><tr class="kind-header"><th colspan="{len(COLUMNS)}">'
-                     f"{KIND_TITLES[kind]}: {_counts_text(n)}</th></tr>")
-        for r in group:
-            cells = (f'<code class="joma-claim-id" style="white-space: nowrap; font-size: 0.8em">{r.claim_id}</code>',
-                     _html(r.paper_ref), _html(r.statement), format_value(r.value), _threshold_html(r),
-                     _verdict_html(r, sources), _html_link(r, titles))
-            tds = "".join(f'<td data-label="{c}">{cell}</td>' for c, cell in zip(COLUMNS, cells, strict=True))
-            lines.append(f'<tr class="verdict-{r.verdict}">{tds}</tr>')
-        lines.append("</tbody>")
-    lines.append("</table>")
-    return "\n".join(lines)
-
-
-KIND_TITLES: dict[Kind, str] = {
-    "paper": "Claims of the paper",
-    "companion": "Companion checks (our controls, extensions and readings of data)",
-    "sanity": "Sanity guards (true by construction)",
-}

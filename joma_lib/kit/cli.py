@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from joma_lib.kit.calibration import VARIANTS, calibrate, trained_figure_ids
-from joma_lib.kit.claims import error_text, evaluate_figure, format_table, ledger, surprises
+from joma_lib.kit.claims import error_text, evaluate_figure, ledger, surprises
 from joma_lib.kit.harness import (
     MissingReferenceError,
     compare_with_reference,
@@ -37,6 +37,7 @@ from joma_lib.kit.harness import (
     stored_or_computed,
     update_reference,
 )
+from joma_lib.kit.ledger import format_table
 from joma_lib.kit.registry import figure_ids, get_spec
 from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
 from joma_lib.lm.precision import PrecisionUnavailableError
