@@ -30,7 +30,6 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.integrate import solve_ivp
-from _results import write_results
 from scipy.special import erf
 
 from joma_lib.dynamics import (
@@ -42,6 +41,7 @@ from joma_lib.dynamics import (
     nonlinear_by_quadrature,
     simulate_softmax_attention,
 )
+from joma_lib.kit.benchmarks import save_results
 
 RTOL, ATOL = 1e-10, 1e-12
 
@@ -172,7 +172,7 @@ def main() -> None:
                "theorem4": bench_theorem4(args.batch, args.repeats), "fig4": bench_fig4(args.batch, args.repeats),
                "modified_mlp_widget": bench_widget(args.widget_changes)}
     if not args.no_write:
-        write_results("dynamics", results)
+        save_results("dynamics", results)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _results import write_results
+from joma_lib.kit.benchmarks import save_results
 
 CHROMIUM = os.environ.get("JOMA_CHROMIUM", "/usr/bin/chromium")  # "bundled": Playwright's own browser
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"]
@@ -79,7 +79,7 @@ def main() -> None:
     for name, row in rows.items():
         print(f"{name:<36} {row['median_ms']:>11.1f} {row['max_ms']:>9.1f}")
     if not args.no_write:
-        write_results("explorers", {"settings": {"repeats": args.repeats, "browser": CHROMIUM}, "rows": rows})
+        save_results("explorers", {"settings": {"repeats": args.repeats, "browser": CHROMIUM}, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -36,12 +36,13 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _results import CLOCKS, median_ms, write_results
 from torch import nn
 
 from joma_lib.cpu import bf16_support
+from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
 from joma_lib.lm.model import PostLNLayer, TransformerLM, bits_dropout, causal_mask
 from joma_lib.lm.train import RunConfig, make_optimizer, run_precision, train_step
+
 
 class BaselineLayer(PostLNLayer):
     """The same post-LN layer, sequence-first, with ``nn.MultiheadAttention`` always returning its weights."""
@@ -196,6 +197,7 @@ def main() -> None:
     p.add_argument("--results-name", default="lm_step", help="store as joma_lib/benchmark_results/<this>.json")
     p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
     args = p.parse_args()
+    results_path(args.results_name)  # a bad name fails now, not after the measurements
     if not bf16_support().usable:  # before any bf16 operation (joma_lib.cpu)
         raise SystemExit(f"this benchmark compares fp32 with bf16, and {bf16_support().summary()}")
     if args.threads is not None:
@@ -233,8 +235,8 @@ def main() -> None:
                   f"{ms['baseline']:>6.0f}/{ms['fp32']:>4.0f}/{ms['bf16']:>4.0f} "
                   f"{row['ratio_fp32']:>9.2f}x {row['ratio_bf16']:>9.2f}x {auto:>15} / {row['faster']}", flush=True)
     if not args.no_write:
-        write_results(args.results_name, {"settings": {k: v for k, v in vars(args).items() if k != "no_write"} |
-                                  {"threads_used": torch.get_num_threads()}, "rows": rows, "dropout_ms": dropout})
+        save_results(args.results_name, {"settings": {k: v for k, v in vars(args).items() if k != "no_write"} |
+                                 {"threads_used": torch.get_num_threads()}, "rows": rows, "dropout_ms": dropout})
 
 
 if __name__ == "__main__":

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 
 import torch
-from _results import median_ms, write_results
 
 from joma_lib.attention_kinds import ATTENTIONS
 from joma_lib.invariants import toy_check
 from joma_lib.chapters.theorem1.widget import theorem1_live_widget, simulate
+from joma_lib.kit.benchmarks import median_ms, save_results
 
 PHI, LR_RATIO = "relu", 2.0
 
@@ -65,8 +65,8 @@ def main() -> None:
         print(f"{attention:<10}" + "".join(f"{rows[attention][k]['wall_ms']:>9.0f} / {rows[attention][k]['cpu_ms']:>4.0f}"
                                            for k in ("simulate_torch", "simulate", "redraw")))
     if not args.no_write:
-        write_results("theorem1_widget", {"settings": {**vars(args), "phi": PHI, "lr_ratio": LR_RATIO},
-                                          "rows": rows})
+        save_results("theorem1_widget", {"settings": {**vars(args), "phi": PHI, "lr_ratio": LR_RATIO},
+                                         "rows": rows})
 
 
 if __name__ == "__main__":

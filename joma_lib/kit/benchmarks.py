@@ -1,0 +1,83 @@
+"""The stored benchmark results: one JSON file per benchmark in the package folder ``joma_lib/benchmark_results/``.
+
+Every script in ``benchmarks/`` prints its table and stores its numbers with :func:`save_results` (atomically, with
+the date and the machine they were measured on); the book's Performance page reads them back with
+:func:`load_results`. This module is the only code that knows where the files live. The timing helpers the
+scripts share (:data:`CLOCKS`, :func:`median_ms`) are here too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from joma_lib.cpu import cpu_identity
+from joma_lib.io import atomic_path
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmark_results"
+"""Where the results live: shipped with the package (``[tool.setuptools.package-data]``)."""
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "process": time.process_time}
+"""The two clocks a benchmark may time with: wall clock and this process's CPU time."""
+_NAME = re.compile(r"[a-z0-9][a-z0-9_]*")
+
+
+def median_ms(times: list[float]) -> float:
+    """The median of ``times`` (seconds), in milliseconds."""
+    return 1000.0 * statistics.median(times)
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on: CPU, core count, load average, Python and torch versions, the GPU."""
+    import torch
+
+    info: dict[str, Any] = {"cpu": cpu_identity().model, "cores": os.cpu_count(), "python": platform.python_version(),
+                            "torch": torch.__version__, "platform": platform.platform()}
+    if hasattr(os, "getloadavg"):
+        info["load_average_1min"] = round(os.getloadavg()[0], 2)
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def results_path(name: str, folder: Path | None = None) -> Path:
+    """The file of benchmark ``name``: ``<folder>/<name>.json`` (default folder: :data:`RESULTS_DIR`).
+
+    ``name`` is lower-case letters, digits and underscores (it becomes a file name), else :class:`ValueError`.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"a benchmark result name is lower-case letters, digits and '_' (a file name), not {name!r}")
+    return (RESULTS_DIR if folder is None else folder) / f"{name}.json"
+
+
+def save_results(name: str, results: Mapping[str, Any], note: str = "", folder: Path | None = None) -> Path:
+    """Store ``results`` as benchmark ``name`` with the date, the :func:`machine` and ``note``; return the file.
+
+    The file is replaced atomically: when ``results`` cannot be written (not JSON-serialisable, say), the
+    previous file, if any, is left as it was and no partial file remains.
+    """
+    path = results_path(name, folder)
+    payload = {"benchmark": name, "date": datetime.date.today().isoformat(), "machine": machine(), "note": note,
+               "results": dict(results)}
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+def load_results(name: str, folder: Path | None = None) -> dict[str, Any]:
+    """The stored benchmark ``name``: ``{"benchmark", "date", "machine", "note", "results"}``."""
+    path = results_path(name, folder)
+    if not path.is_file():
+        stored = sorted(p.stem for p in path.parent.glob("*.json"))
+        raise FileNotFoundError(f"no stored benchmark {name!r} in {path.parent} "
+                                f"(stored: {', '.join(stored) or 'none'})")
+    result: dict[str, Any] = json.loads(path.read_text())
+    return result
