@@ -22,8 +22,9 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constrai
 	$(BIN)/pip install -q --no-deps -c constraints.txt -r requirements-models.txt
 	touch $@
 
+# the .ipynb twins, with the install cell that the .md pages leave to _ext/install_cell.py
 twins: setup
-	$(BIN)/jupytext --quiet --to ipynb $(BOOK_MD)
+	$(BIN)/python _ext/install_cell.py $(BOOK_MD)
 
 book: twins
 	$(BIN)/jupyter-book build . --keep-going

@@ -3,7 +3,8 @@
 #   1. build a wheel of joma_lib from this checkout;
 #   2. make a fresh venv with only requirements.txt (torch first, the CPU wheel; no dev tools, no `-e .`),
 #      plus ipykernel and nbclient, which Colab and Binder have;
-#   3. convert every chapter to .ipynb (jupytext) in a scratch folder outside the repository;
+#   3. convert every chapter to .ipynb in a scratch folder outside the repository, with the install cell that
+#      the chapters' sources leave to _ext/install_cell.py (as `make twins` and the notebooks workflow do);
 #   4. execute each top to bottom with that folder as working directory; each notebook's install cell
 #      installs the wheel (JOMA_WHEEL) the first time joma_lib is missing, as it would install from GitHub;
 #      with a figure store from the book build (JOMA_FIGURE_STORE), the trained figures' data are reused (below).
@@ -52,10 +53,9 @@ if (cd "$work" && "$venv/bin/python" -c "import joma_lib" 2>/dev/null); then
 fi
 echo "rehearsal venv ready after $(( $(date +%s) - t0 ))s"
 
+# the twins as `make twins` writes them: the install cell (_ext/install_cell.py) before each first code cell
 mkdir "$work/notebooks"
-for md in $(grep -l '^kernelspec:' book/*.md); do
-  .venv/bin/jupytext --quiet --to ipynb -o "$work/notebooks/$(basename "${md%.md}").ipynb" "$md"
-done
+.venv/bin/python _ext/install_cell.py -o "$work/notebooks" $(grep -l '^kernelspec:' book/*.md)
 
 # Training networks is most of a chapter's cost. Given the figure store of this run's book build
 # (JOMA_FIGURE_STORE, set by .ci/run), the chapters draw the kept data of the figures that train a network

@@ -37,6 +37,7 @@ def _build(tmp_path: Path, extra: str) -> subprocess.CompletedProcess:
     config = (ROOT / "_config.yml").read_text().replace('html_static_path: ["_vendor"]', "html_static_path: []")
     (book / "_config.yml").write_text(config)
     shutil.copy(ROOT / "references.bib", book / "references.bib")
+    shutil.copy(ROOT / "pyproject.toml", book / "pyproject.toml")  # the repository URL of _ext/install_cell.py
     shutil.copytree(ROOT / "_ext", book / "_ext", ignore=shutil.ignore_patterns("__pycache__"))  # local extensions
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro.md\nchapters:\n  - file: book/gate.md\n")
     (book / "book" / "intro.md").write_text("# Intro\n\n```{bibliography}\n```\n")

@@ -1,9 +1,11 @@
-"""The book's site extensions in _ext/: landing page, no thebe, no source maps, trimmed MathJax."""
+"""The book's site extensions in _ext/: landing page, no thebe, no source maps, trimmed MathJax, the install cell."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
+import install_cell
 import sphinx_mathjax
 import sphinx_site
 
@@ -82,3 +84,25 @@ def test_content_images_link_to_their_full_size_file_once():
     assert '<a class="reference internal image-reference" href="../_images/x.png"><img alt="a"' in out
     assert out.count("image-reference") == 1  # already linked and theme images are left alone
     assert sphinx_site.link_images(out) == out
+
+
+def test_the_book_reads_each_chapter_with_the_install_cell_before_its_first_code_cell():
+    book = Path(__file__).resolve().parents[1] / "book"
+    page = (book / "theorem1.md").read_text()
+    source = [page]
+    install_cell._source_read(None, "book/theorem1", source)  # type: ignore[arg-type]
+    cell = "```{code-cell} ipython3\n:tags: [remove-cell]\n" + install_cell.install_code() + "```\n\n"
+    first = page.index("```{code-cell}")
+    assert source[0] == page[:first] + cell + page[first:]
+    for plain in ("bibliography.md", "symbols.md"):  # not a notebook; a notebook without code
+        text = (book / plain).read_text()
+        source = [text]
+        install_cell._source_read(None, plain, source)  # type: ignore[arg-type]
+        assert source[0] == text
+
+
+def test_the_install_cell_extension_hooks_source_read():
+    hooks: list[str] = []
+    app = SimpleNamespace(connect=lambda event, fn: hooks.append(event))
+    assert install_cell.setup(app)["parallel_read_safe"]  # type: ignore[arg-type]
+    assert hooks == ["source-read"]
