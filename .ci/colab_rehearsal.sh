@@ -7,9 +7,10 @@
 #      the chapters' sources leave to _ext/install_cell.py (as `make twins` and the notebooks workflow do);
 #   4. execute each top to bottom with that folder as working directory; each notebook's install cell
 #      installs the wheel (JOMA_WHEEL) the first time joma_lib is missing, as it would install from GitHub;
-#      with a figure store from the book build (JOMA_FIGURE_STORE), the trained figures' data are reused (below).
-# Chapters that need the authors' files or the internet fall back to the committed data, as in the book.
-# The fresh venv of step 2 is built once per set of requirements and kept (see below); executing the chapters dominates.
+#      with a figure store from the book build (JOMA_FIGURE_STORE), every figure's data are reused (below).
+# Chapters that need the internet fall back to the committed data, as in the book.
+# The fresh venv of step 2 is built once per set of requirements and kept (see below). `--venv-only` builds (or
+# reuses) it and stops: .ci/run does that in phase 1, where a lane has time to spare, so phase 2 only executes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -19,6 +20,9 @@ trap 'rm -rf "$work"' EXIT
 t0=$(date +%s)
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg
 unset JOMA_OFFICIAL_DIR  # a reader has no copy of the authors' files
+
+venv_only=0
+if [ "${1:-}" = "--venv-only" ]; then venv_only=1; fi
 
 # the wheel is built from a copy of the tracked files, so no build/ folder is left in the checkout
 mkdir "$work/src"
@@ -41,12 +45,14 @@ if [ -f "$venv/.complete" ]; then
 else
   rm -rf "$cache"/venv-*  # an environment for other requirements is never used again
   "$python" -m venv "$venv"
-  pip=("$venv/bin/pip" install -q -c "$repo/constraints.txt")
+  # --no-compile: no .pyc for every file of torch & co. up front (Python compiles what a notebook imports)
+  pip=("$venv/bin/pip" install -q --no-compile -c "$repo/constraints.txt")
   "${pip[@]}" torch==2.13.0
   grep -v '^-e ' requirements.txt > "$work/requirements.txt"
   "${pip[@]}" -r "$work/requirements.txt" ipykernel nbclient
   touch "$venv/.complete"
 fi
+if [ "$venv_only" = 1 ]; then echo "rehearsal venv ready after $(( $(date +%s) - t0 ))s"; exit 0; fi
 "$venv/bin/pip" uninstall -q -y joma-companion 2>/dev/null || true
 if (cd "$work" && "$venv/bin/python" -c "import joma_lib" 2>/dev/null); then
   echo "joma_lib is importable before the install cell ran: the rehearsal would not test it" >&2; exit 1
@@ -57,16 +63,14 @@ echo "rehearsal venv ready after $(( $(date +%s) - t0 ))s"
 mkdir "$work/notebooks"
 .venv/bin/python _ext/install_cell.py -o "$work/notebooks" $(grep -l '^kernelspec:' book/*.md)
 
-# Training networks is most of a chapter's cost. Given the figure store of this run's book build
-# (JOMA_FIGURE_STORE, set by .ci/run), the chapters draw the kept data of the figures that train a network
-# (FigureSpec.trained; `verify --from` compares those same data with their references) from a copy of it; every
-# other figure is computed by the library installed from the wheel, as a reader's notebook computes it.
+# Each figure is computed once per CI run: given the figure store of this run's book build (JOMA_FIGURE_STORE, set
+# by .ci/run; `verify --from` compares the same data with the references), the chapters draw every figure's kept
+# data from a copy of it, and execute the rest of each page (its prose checks, toy runs and widgets) with the library
+# installed from the wheel. Without a store every figure is computed here, as in a reader's notebook.
 if [ -n "${JOMA_FIGURE_STORE:-}" ] && [ -d "$JOMA_FIGURE_STORE" ]; then
   mkdir "$work/figure_data"
-  for fig in $(.venv/bin/python -c "from joma_lib.kit.calibration import trained_figure_ids as t; print(*t())"); do
-    cp "$JOMA_FIGURE_STORE/$fig".* "$work/figure_data/" 2>/dev/null || true
-  done
-  echo "trained figures drawn from the book build's data: $(cd "$work/figure_data" && ls -- *.npz 2>/dev/null | xargs)"
+  cp "$JOMA_FIGURE_STORE"/*.npz "$JOMA_FIGURE_STORE"/*.json "$work/figure_data/" 2>/dev/null || true
+  echo "figures drawn from the book build's data: $(cd "$work/figure_data" && ls -- *.npz 2>/dev/null | xargs)"
   export JOMA_FIGURE_STORE="$work/figure_data"
 else
   unset JOMA_FIGURE_STORE

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from joma_lib.kit.harness import compute, glue, load_reference
+from joma_lib.kit.glue import glue
+from joma_lib.kit.harness import compute, load_reference, registered_data
 from joma_lib.kit.registry import (
     Claim,
     FigureData,
@@ -313,7 +314,7 @@ def book_ledger(expensive: Iterable[str] = ()) -> tuple[list[ClaimResult], dict[
 
     Trained figures and the ``expensive`` ones are evaluated on their committed reference data (``verify``
     is what regenerates them); a figure whose external input is unavailable falls back to its reference, as
-    its own page does. Every other figure is regenerated.
+    its own page does. Every other figure is regenerated (once per figure store: see :func:`~joma_lib.kit.harness.registered_data`).
     """
     expensive = set(expensive)
     sources: dict[str, str] = {}
@@ -323,7 +324,7 @@ def book_ledger(expensive: Iterable[str] = ()) -> tuple[list[ClaimResult], dict[
             sources[fig_id] = FROM_REFERENCE
             return load_reference(fig_id)
         try:
-            data = compute(fig_id)
+            data = registered_data(fig_id)  # with a figure store, the data its page kept (computed once per build)
         except InputUnavailableError:
             sources[fig_id] = f"{FROM_REFERENCE} (input unavailable here)"
             return load_reference(fig_id)

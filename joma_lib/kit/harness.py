@@ -36,6 +36,7 @@ from matplotlib.figure import Figure
 from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
+from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.kit.style import figure_style
@@ -391,6 +392,18 @@ def stored_or_computed(fig_id: str, store: Path | None = None) -> tuple[FigureDa
     return (stored, True) if stored is not None else (compute(fig_id), False)
 
 
+def registered_data(fig_id: str) -> FigureData:
+    """``fig_id``'s data with its registered params, computed once per figure store: drawn from the store
+    (``JOMA_FIGURE_STORE``) when kept there, otherwise computed now and, with a store, kept there."""
+    store = store_dir()
+    with precisions_used() as used:
+        data, stored = stored_or_computed(fig_id, store)
+    if store is not None and not stored:
+        store.mkdir(parents=True, exist_ok=True)
+        write_reference(fig_id, data, store, precision=",".join(sorted(used)))
+    return data
+
+
 def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> FigureData:
     """Book helper: compute, draw, save downloads, and glue the figure for ``{glue:figure} <fig_id>``.
 
@@ -405,16 +418,8 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     """
     from IPython.display import Image
 
-    store = store_dir()
     try:
-        if overrides:
-            data = compute(fig_id, **overrides)
-        else:
-            with precisions_used() as used:
-                data, stored = stored_or_computed(fig_id, store)
-            if store is not None and not stored:
-                store.mkdir(parents=True, exist_ok=True)
-                write_reference(fig_id, data, store, precision=",".join(sorted(used)))
+        data = compute(fig_id, **overrides) if overrides else registered_data(fig_id)
     except (InputUnavailableError, InputCorruptError) as err:
         if overrides:
             raise
@@ -424,24 +429,3 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     png = save_outputs(fig_id, draw(fig_id, data), data, Path(out_dir))[0]
     glue(fig_id, Image(filename=str(png)), display=False)
     return data
-
-
-def glue(name: str, value: Any, display: bool = False) -> None:
-    """Store ``value`` under ``name`` for the page (``{glue:figure}``, ``{glue:text}``).
-
-    In the book build this is :func:`myst_nb.glue`. In a plain notebook (Colab, Binder, a laptop
-    without the book's build tools) there is no page to paste into, so a figure is shown in place
-    and a number printed: the notebook still runs and the reader still sees what the page shows.
-    """
-    try:
-        from myst_nb import glue as myst_glue
-    except ImportError:
-        from IPython.display import Image
-        from IPython.display import display as ipython_display
-
-        if isinstance(value, Image):
-            ipython_display(value)
-        elif display:
-            print(f"{name} = {value!r}")
-        return
-    myst_glue(name, value, display=display)
