@@ -65,19 +65,6 @@ def test_verdict_logic():
         Claim("toy-bad", "Thm. 0", "bad relation", lambda d: 0.0, "==", 0.0, **BEFORE)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("fields", "match"), [
-    ({"kind": "guess", "threshold_set": "before-data"}, "kind must be one of"),
-    ({"kind": "paper", "threshold_set": "later"}, "threshold_set must be one of"),
-    ({"kind": "paper", "threshold_set": "after-data"}, "threshold_note must say"),
-    ({"kind": "paper", "threshold_set": "after-data", "threshold_note": "saw 1\nthen 2"}, "one line"),
-])
-def test_kind_and_threshold_set_are_checked(fields, match):
-    with pytest.raises(ValueError, match=match):
-        Claim("toy-x", "Thm. 0", "x", lambda d: 0.0, "<", 1.0, **fields)
-    with pytest.raises(TypeError):  # both fields are required: no claim is classified by default
-        Claim("toy-x", "Thm. 0", "x", lambda d: 0.0, "<", 1.0)  # type: ignore[call-arg]
-
-
 def test_ledger_rows_and_surprises(toy):
     rows = {r.claim_id: r for r in claims.ledger(["c-claimy"])}
     assert set(rows) == {"toy-max-below-4", "toy-sum-above-10"}
@@ -115,21 +102,6 @@ def test_pythia_claim_is_not_run_offline_with_its_reason(toy, no_network):
     toy(_spec(MAX_BELOW_4, backed))
     with pytest.raises(RuntimeError, match="online claim"):  # one id, one claim
         claims.ledger()
-
-
-def test_pythia_verdict_on_curves_of_the_stand_in_shape():
-    standin = harness.load_reference("c-fig7-standin")
-    steps, srank = standin["minibatch"], standin["stable_rank"]  # Pythia's schedule, [checkpoints, layers]
-    data = fig7.pythia_panels({"step": steps, "stable_rank": srank})
-    assert fig7.PYTHIA_CLAIM.evaluate(data) == fig7.STANDIN_CLAIM.evaluate(standin)  # same measure, same curves
-    t = np.log1p(steps.astype(float))[:, None] / np.log1p(steps[-1])
-    bouncing = 50 - 40 * np.sin(np.pi * t) ** 2 + np.arange(srank.shape[1])  # falls, then climbs back, every layer
-    value, verdict = fig7.PYTHIA_CLAIM.evaluate(fig7.pythia_panels({"step": steps, "stable_rank": bouncing}))
-    assert verdict == "holds" and value > 0.9
-    bouncing[-1, 2] = bouncing[:, 2].min()  # one layer ends at its minimum: no rebound there
-    assert fig7.PYTHIA_CLAIM.evaluate(fig7.pythia_panels({"step": steps, "stable_rank": bouncing}))[1] == "fails"
-    with pytest.raises(ValueError, match="stable_rank must be"):
-        fig7.pythia_panels({"step": steps[:-1], "stable_rank": srank})
 
 
 def test_duplicate_claim_id_is_an_error(toy, monkeypatch):
