@@ -255,7 +255,8 @@ def toy_explorer() -> Callable[[], "Explorer"]:
         y = np.arange(2 * 3 * 4, dtype=float).reshape(2, 3, 4)
         hidden = y.copy()
         hidden[1] = np.nan  # hidden in every cell of the second button
-        return Explorer(controls=(Control("kind", "kind", ("a", "b"), kind="buttons"), Control("k", "k", (1.0, 2.0, 3.0))),
+        return Explorer(controls=(Control("kind", "kind", ("a", "b"), kind="buttons"),
+                                  Control("k", "k", (1.0, 2.0, 3.0))),
                         panels=(Axes("x", "y"),),
                         traces=(Trace(y=y, x=np.arange(4.0), name=np.array([["n0", "n1", "n2"], ["n3", "n4", "n5"]])),
                                 Trace(y=hidden, x=np.arange(4.0), color="red")),

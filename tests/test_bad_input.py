@@ -38,7 +38,7 @@ def test_softmax_terms_refuses_mismatched_shapes():
 
 
 def test_softmax_dynamics_refuse_a_step_or_temperature_that_cannot_work():
-    """eta > 2 overshoots the target (refused at once, not later with an error blaming ``v``); T below 1e-3 overflows."""
+    """eta > 2 overshoots the target (refused at once, not later blaming ``v``); T below 1e-3 overflows."""
     with pytest.raises(ValueError, match=r"eta must be in \(0, 2\], got 1000000.0"):
         dynamics.simulate_softmax_attention(dynamics.fig4_mu(), eta=1e6, n_steps=300_000)
     with pytest.raises(ValueError, match=r"temperature must be in \[0.001, inf\), got 1e-12"):

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The explore chapter (joma_lib.chapters.explore): the kernel-free grid of the Theorems 2-4 dynamics, its cells
+against the library's runs, and the Fig. 4 explorer that shows it."""
 
 from __future__ import annotations
 

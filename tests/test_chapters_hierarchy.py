@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The hierarchy chapter (joma_lib.chapters.hierarchy): Fig. 5, the co-occurrence figure and widget, and the
+kernel-free grid of Theorem 5."""
 
 from __future__ import annotations
 

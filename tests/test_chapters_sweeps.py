@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""The drawing shared by the WikiText chapters (joma_lib.chapters.sweeps): entropy panels of any run table."""
 
 from __future__ import annotations
 

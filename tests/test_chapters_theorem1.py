@@ -1,4 +1,6 @@
-"""Data properties of paper Figs. 2 and 3 and of the invariant-residual companion figure."""
+"""The Theorem 1 chapter (joma_lib.chapters.theorem1): data properties of paper Figs. 2 and 3 and of the
+invariant-residual companion figure, the kernel-free grid, and the live panel, whose fast (numpy) run is the torch
+reference run and which redraws for every option."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""The WikiText chapter (joma_lib.chapters.wikitext): Figs. 6 and 8 from the authors' runs and the kernel-free grid.
+
+The Fig. 6/8 tests need the authors' sweep files (the ``official_dir`` fixture) and are skipped without them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests of the claims ledger: verdict logic, pending claims, the CLI and ``verify`` failing on a broken claim."""
+"""The claims ledger (joma_lib.kit.claims): verdict logic, pending claims, the CLI and ``verify`` failing on a
+broken claim."""
 
 from __future__ import annotations
 
@@ -157,13 +158,14 @@ def test_verify_reports_a_failing_claim_that_starts_to_hold(toy, capsys):
     assert "toy-sum-above-10 now HOLDS" in capsys.readouterr().out
 
 
+#: the claims the book's pages cite by id: none may disappear from the ledger
 REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random thm2-closed-form
 thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order table1-layer0-learns
 table1-level-specific fig6-authors-losses fig6-authors-bounce fig8-lr-optimum fig6-rerun-bounce fig7-srank-bounce
 fig6-bounce-without-adam-reset fig7-standin-srank-bounce fig5c-extra-latent-layer thm1-any-lr-ratio""".split()
 
 
-def test_the_ledger_lists_every_claim_the_issue_names():
+def test_the_ledger_lists_every_claim_the_pages_cite_in_lowercase_ids():
     ids = claims.all_claim_ids()
     assert set(REQUIRED_IDS) <= set(ids), sorted(set(REQUIRED_IDS) - set(ids))
     assert all(i == i.lower() and " " not in i for i in ids)

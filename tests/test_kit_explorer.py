@@ -1,4 +1,5 @@
-"""Tests of the kernel-free explorers: the generic Explorer, the grids behind each one, and the Sphinx hooks."""
+"""The kernel-free explorer (joma_lib.kit.explorer): the grid payload, its checks and the HTML fragment; the
+chapters' explorers are tested with their chapters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the figure harness itself: verify must fail loudly, never pass by accident."""
+"""The figure harness (joma_lib.kit.harness): verify must fail loudly, never pass by accident."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The book's figure style (joma_lib.kit.style), and figure text that stays readable on the page: every registered figure, drawn from its reference data in the
-book's style and saved as the page shows it (``bbox_inches="tight"`` at ``savefig.dpi``), has no text
-smaller than 9 CSS px once the image is scaled to the book's content width (672 px on a desktop)."""
+"""The book's figure style (joma_lib.kit.style), and figure text that stays readable on the page: every
+registered figure, drawn from its reference data in the book's style and saved as the page shows it
+(``bbox_inches="tight"`` at ``savefig.dpi``), has no text smaller than 9 CSS px once the image is scaled to the
+book's content width (672 px on a desktop)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ MAX_LINES = 450
 
 
 def modules() -> list[str]:
-    """Dotted paths below ``joma_lib`` of every module (``kit.registry``), package ``__init__``/``__main__`` left out."""
+    """Dotted paths below ``joma_lib`` of every module (``kit.registry``), ``__init__`` and ``__main__`` left out."""
     return sorted(".".join(path.relative_to(PACKAGE).with_suffix("").parts) for path in PACKAGE.rglob("*.py")
                   if path.stem not in ("__init__", "__main__"))
 
@@ -88,5 +88,6 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     assert expected_test_files("ode") == ["test_ode.py"]
     assert "kit.registry" in modules() and not any(m.endswith(("__init__", "__main__")) for m in modules())
     sample = tmp_path / "test_x.py"
-    sample.write_text("import os\nfrom test_harness import TOY\nfrom . import helpers\n\ndef f():\n    import conftest\n")
+    sample.write_text("import os\nfrom test_harness import TOY\nfrom . import helpers\n\n"
+                      "def f():\n    import conftest\n")
     assert imported_modules(sample) == ["os", "test_harness", ".helpers", "conftest"]

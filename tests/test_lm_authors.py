@@ -1,4 +1,4 @@
-"""The authors' WikiText-2 sweeps: fetching, checking, loading, aggregating, and the Fig. 6/8 numbers.
+"""The authors' WikiText-2 sweeps: fetching, checking, loading, aggregating, and the numbers of the runs.
 
 Uses the local copy in ``$JOMA_OFFICIAL_DIR`` or ``../shared/joma_official/`` (relative to the repository root);
 tests that need it are skipped with the reason when it is absent. Nothing here touches the network except one

@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""The metrics measured on the language model (joma_lib.lm.metrics): attention entropy, stable rank, evaluation."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The paper's language model and the metrics measured on it."""
+"""The paper's language model (joma_lib.lm.model): layers, positions, the causal mask, fused attention and read-out."""
 
 import math
 

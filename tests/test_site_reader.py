@@ -1,4 +1,5 @@
-"""The reader's extensions in _ext/: inline icons, the paper's theorem numbers, phone pictures; the deploy workflow."""
+"""The reader's extensions in _ext/: inline icons, the paper's theorem numbers, phone pictures, the plotly and
+widget hooks; the deploy workflow."""
 
 from __future__ import annotations
 
