@@ -54,18 +54,6 @@ def toy(monkeypatch, tmp_path):
     return install
 
 
-def test_verdict_logic():
-    data = _make()
-    assert MAX_BELOW_4.evaluate(data) == (3.0, "holds")
-    assert MAX_BELOW_4.evaluate(_make(scale=2.0)) == (6.0, "fails")
-    nan = Claim("toy-nan", "Thm. 0", "NaN never holds", lambda d: float("nan"), "<", 1.0, **BEFORE)
-    assert nan.evaluate(data)[1] == "fails"
-    equal = Claim("toy-eq", "Thm. 0", "bound is inclusive", lambda d: 3.0, "<=", 3.0, **BEFORE)
-    assert equal.evaluate(data)[1] == "holds"
-    with pytest.raises(ValueError, match="relation"):
-        Claim("toy-bad", "Thm. 0", "bad relation", lambda d: 0.0, "==", 0.0, **BEFORE)  # type: ignore[arg-type]
-
-
 def test_ledger_rows_and_surprises(toy):
     rows = {r.claim_id: r for r in claims.ledger(["c-claimy"])}
     assert set(rows) == {"toy-max-below-4", "toy-sum-above-10"}

@@ -45,8 +45,6 @@ def test_kind_and_threshold_set_are_checked(fields, match):
 
 
 def test_claim_verdict_follows_its_relation_and_fails_on_nan(toy_spec):
-    from joma_lib.kit.registry import Claim
-
     claim = Claim("c-toy-max", "companion", "max y below 0.9", lambda d: float(d["y"].max()), "<", 0.9,
                   kind="companion", threshold_set="before-data")
     data = toy_spec.make()
@@ -54,6 +52,9 @@ def test_claim_verdict_follows_its_relation_and_fails_on_nan(toy_spec):
     assert value == pytest.approx(np.sin(1.0)) and verdict == "holds"
     assert claim.evaluate({"y": np.array([0.95])})[1] == "fails"
     assert claim.evaluate({"y": np.array([np.nan])})[1] == "fails"
+    equal = Claim("toy-eq", "Thm. 0", "bound is inclusive", lambda d: 3.0, "<=", 3.0, kind="paper",
+                  threshold_set="before-data")
+    assert equal.evaluate(data)[1] == "holds"
     with pytest.raises(ValueError, match="relation"):
         Claim("c-bad", "companion", "x", lambda d: 0.0, "==", 0.0,  # type: ignore[arg-type]
               kind="companion", threshold_set="before-data")
