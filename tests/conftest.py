@@ -8,11 +8,16 @@ the reason, on a CPU where no bf16 path runs: mark them ``@pytest.mark.bf16``.
 Tests that check properties of a registered figure's data take them from the ``figure_data`` fixture: the data a
 book build kept in the figure store (``JOMA_FIGURE_STORE``, set by CI), computed only when they are not there, so
 that a CI run computes each figure once; their comparison with the reference is ``verify --from``'s.
+
+Tests of the figure harness and its faults draw a toy figure (``toy_spec``: a sine, cheap to make and to plot).
 """
 
+import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -26,6 +31,14 @@ FIGURE_STORE = os.environ.pop("JOMA_FIGURE_STORE", "")
 from joma_lib.cpu import bf16_support  # noqa: E402 - after the environment above
 
 BF16 = bf16_support()
+
+from matplotlib.figure import Figure  # noqa: E402 - after MPLBACKEND
+
+if TYPE_CHECKING:
+    from joma_lib.kit.explorer import Explorer
+    from joma_lib.kit.registry import FigureSpec
+    from joma_lib.lm.authors import SweepRuns
+    from joma_lib.lm.train import RunConfig
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -144,3 +157,117 @@ def refused_url() -> str:
     srv = LocalServer()
     srv.close()
     return srv.url
+
+
+def _make_toy(scale: float = 1.0, n: int = 5) -> dict[str, np.ndarray]:
+    x = np.linspace(0.0, 1.0, n)
+    return {"x": x, "y": scale * np.sin(x)}
+
+
+def _plot_toy(data: dict[str, np.ndarray]) -> Figure:
+    fig = Figure()
+    fig.subplots().plot(data["x"], data["y"])
+    return fig
+
+
+@pytest.fixture
+def toy_spec() -> "FigureSpec":
+    """A toy figure ``c-toy``: ``make(scale, n)`` gives ``y = scale * sin(x)`` on n points; a tolerance for ``y``."""
+    from joma_lib.kit.registry import FigureSpec, Tolerance
+
+    return FigureSpec(fig_id="c-toy", title="toy", paper_ref="companion", chapter="book/none.md",
+                      make=_make_toy, plot=_plot_toy, params={"scale": 1.0}, full_params={"scale": 2.0, "n": 7},
+                      tolerances={"y": Tolerance(rtol=1e-6, atol=1e-9)})
+
+
+@pytest.fixture
+def drawn_like_reference() -> Callable[[str, dict[str, np.ndarray]], None]:
+    """``drawn_like_reference(fig_id, data)``: asserts the data match the reference and draw at least two panels."""
+    from joma_lib.kit import compare, draw, get_spec, load_reference
+
+    def check(fig_id: str, data: dict[str, np.ndarray]) -> None:
+        result = compare(get_spec(fig_id), data, load_reference(fig_id))
+        assert result.passed, result
+        fig = draw(fig_id, data)
+        assert isinstance(fig, Figure) and len(fig.axes) >= 2
+    return check
+
+
+@pytest.fixture
+def payload() -> Callable[[str], dict[str, Any]]:
+    """``payload(html)``: the grid JSON that ``Explorer.html`` embeds for the page's script."""
+    def read(html: str) -> dict[str, Any]:
+        match = re.search(r"var G = (\{.*?\});\n", html)
+        assert match, "grid payload not found in the HTML fragment"
+        return json.loads(match.group(1))
+    return read
+
+
+@pytest.fixture
+def cell_data() -> Callable[[dict[str, Any], tuple[int, ...]], list[list[float]]]:
+    """``cell_data(payload, index)``: what the page's script plots at grid cell ``index`` (its flat indexing)."""
+    def traces(p: dict[str, Any], index: tuple[int, ...]) -> list[list[float]]:
+        cell = 0
+        for i, n in zip(index, p["shape"]):
+            cell = cell * n + i
+        return [t["y"][cell * t["n"]:(cell + 1) * t["n"]] for t in p["traces"]]
+    return traces
+
+
+# CI exports JOMA_OFFICIAL_DIR; otherwise ../shared/joma_official relative to the repository root.
+OFFICIAL_DIR = Path(os.environ.get("JOMA_OFFICIAL_DIR") or
+                    Path(__file__).resolve().parents[1].parent / "shared" / "joma_official")
+
+
+@pytest.fixture(scope="session")
+def official_dir() -> Path:
+    """The folder of the authors' sweep files; the test is skipped, with the reason, where they are absent."""
+    from joma_lib.lm.authors import OFFICIAL_FILES
+
+    if not all((OFFICIAL_DIR / name).is_file() for name in OFFICIAL_FILES):
+        pytest.skip(f"the authors' sweep files are not in {OFFICIAL_DIR}")
+    return OFFICIAL_DIR
+
+
+@pytest.fixture
+def toy_runs() -> Callable[[], "SweepRuns"]:
+    """``toy_runs()``: a small run table (two seeds of a 1-layer and one of a 2-layer model, 4 checkpoints), the
+    shape our re-run writes."""
+    from joma_lib.lm.authors import SweepRuns
+
+    def make() -> SweepRuns:
+        entropy = np.full((3, 4, 2), np.nan)
+        entropy[0, :, 0] = [2.0, 1.0, 1.5, 1.8]
+        entropy[1, :, 0] = [2.0, 1.2, 1.3, 1.6]
+        entropy[2, :, :] = [[2.0, 2.1], [1.5, 1.9], [1.4, 2.0], [1.6, 2.0]]
+        return SweepRuns(nlayers=[1, 1, 2], lr=[1e-3, 1e-3, 1e-3], seed=[0, 1, 0],
+                         minibatch=[[0, 10, 20, 30]] * 3, val_loss=[[5, 4, 3.5, 3.6], [5, 4, 3.7, 3.4], [5, 4, 3, 3.1]],
+                         attn_entropy=entropy)
+    return make
+
+
+@pytest.fixture
+def toy_explorer() -> Callable[[], "Explorer"]:
+    """``toy_explorer()``: a 2 x 3 explorer of two traces over 4 points, the second hidden (NaN) under button "b"."""
+    from joma_lib.kit.explorer import Axes, Control, Explorer, Trace
+
+    def make() -> Explorer:
+        y = np.arange(2 * 3 * 4, dtype=float).reshape(2, 3, 4)
+        hidden = y.copy()
+        hidden[1] = np.nan  # hidden in every cell of the second button
+        return Explorer(controls=(Control("kind", "kind", ("a", "b"), kind="buttons"),
+                                  Control("k", "k", (1.0, 2.0, 3.0))),
+                        panels=(Axes("x", "y"),),
+                        traces=(Trace(y=y, x=np.arange(4.0), name=np.array([["n0", "n1", "n2"], ["n3", "n4", "n5"]])),
+                                Trace(y=hidden, x=np.arange(4.0), color="red")),
+                        titles=np.array([[f"{a}{k}" for k in range(3)] for a in "ab"]))
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_run_config() -> "RunConfig":
+    """A run of a 2-layer language model on PTB that trains in about a second: 12 steps, checkpoints every 4."""
+    from joma_lib.lm.train import RunConfig
+
+    return RunConfig(data="ptb", n_layers=2, lr=3e-3, seed=5, steps=12, eval_interval=4, eval_chunks=2, seq_len=10,
+                     batch_size=4, eval_batch_size=3, max_vocab=200, d=16, d_ff=16)

@@ -1,4 +1,4 @@
-"""Bad input to the public API (issue 13, case 9): a ValueError naming the argument, never garbage.
+"""Bad input to the public API: a ValueError naming the argument, never garbage.
 
 The cases found by probing by hand; ``tests/test_fuzz.py`` searches for more.
 """
@@ -38,7 +38,7 @@ def test_softmax_terms_refuses_mismatched_shapes():
 
 
 def test_softmax_dynamics_refuse_a_step_or_temperature_that_cannot_work():
-    """eta > 2 overshoots the target (issue 22: it used to fail later, blaming ``v``); T below 1e-3 overflows."""
+    """eta > 2 overshoots the target (refused at once, not later blaming ``v``); T below 1e-3 overflows."""
     with pytest.raises(ValueError, match=r"eta must be in \(0, 2\], got 1000000.0"):
         dynamics.simulate_softmax_attention(dynamics.fig4_mu(), eta=1e6, n_steps=300_000)
     with pytest.raises(ValueError, match=r"temperature must be in \[0.001, inf\), got 1e-12"):
@@ -91,9 +91,9 @@ def _tiny_lm() -> TransformerLM:
     return TransformerLM(vocab_size=7, n_layers=1, d=8, d_ff=8, dropout=0.0, max_len=6)
 
 
-#: issue 22's hostile re-probe: each call that was silent (garbage out) or deep (an error from inside numpy, torch
+#: a second, hostile probe: each call that was silent (garbage out) or deep (an error from inside numpy, torch
 #: or ipywidgets) and the message it gets now, naming the argument, what it must be and what it was
-PROBE_22 = {
+SECOND_PROBE = {
     "mean_attention(z=inf)": (lambda: block.mean_attention(
         block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2), np.full((2, 4), np.inf),
         block.dirichlet_bags(4, 3, 5, seed=0)[0]), "z must contain only finite numbers, got"),
@@ -131,9 +131,9 @@ PROBE_22 = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(PROBE_22))
+@pytest.mark.parametrize("case", sorted(SECOND_PROBE))
 def test_the_second_probe_gets_clear_errors(case):
-    call, message = PROBE_22[case]
+    call, message = SECOND_PROBE[case]
     with pytest.raises((ValueError, TypeError), match=message):
         call()
 

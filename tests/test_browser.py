@@ -49,7 +49,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--allow-file-access-from-files"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 WIDTHS = {"desktop": 1280, "phone": 390}
-# Errors of the book theme on every page (issue 12b fixes them). test_page_is_clean reports them (xfail until then);
+# Errors of the book theme on every page (until the theme is fixed). test_page_is_clean reports them (xfail until then);
 # the explorer tests ignore them so that they test the explorers.
 EXPLICIT = "JOMA_BOOK_HTML" in os.environ
 ROOT = Path(os.environ.get("JOMA_BOOK_HTML", "_build/html")).resolve()
@@ -344,7 +344,7 @@ def test_built_page_loads_vendored_plotly_and_no_remote_script(page):
     assert "application/vnd.jupyter.widget-state+json" not in html, "the page embeds ipywidgets state"
 
 
-# --- the reader's second pass (issue 21): phones, the ledger, numbering, weight -------------------------------
+# --- the reader's second pass: phones, the ledger, numbering, weight -------------------------------
 
 
 def _open(browser: Any, page: str, width: str, height: int = 900) -> tuple[Any, Any]:
@@ -529,14 +529,14 @@ def test_claims_ledger_reads_without_scrolling(width, browser):
     """book/claims.html: the ledger fits the column at 1280 px and is a list of cards at 390 px; failing and
     not-run rows look different from holding ones; claim ids break only at hyphens; links read as titles.
 
-    The table is made by the ledger's renderer (issue 19); the test skips where the built page has none."""
+    The table is made by the ledger's renderer; the test skips where the built page has none."""
     context, tab = _open(browser, "book/claims.html", width)
     try:
         ledger = tab.evaluate(_LEDGER_JS)
     finally:
         context.close()
     if ledger is None:
-        pytest.skip("book/claims.html has no <table class='joma-ledger'> (the ledger's renderer, issue 19)")
+        pytest.skip("book/claims.html has no <table class='joma-ledger'> (the ledger's renderer)")
     assert ledger["n"] > 0
     assert not ledger["clipped"], f"the ledger scrolls sideways in {ledger['clipped']}"
     assert ledger["right"] <= ledger["column"] + 1, f"the ledger ends at {ledger['right']} px, the column at {ledger['column']}"

@@ -1,6 +1,6 @@
 """Faults and bad input at the edges: a damaged file, a stalled server, a bad output folder.
 
-Each test pins one case of issue 13: the failure is reported for the figure (or call) it concerns, with a message
+Each test pins one fault: the failure is reported for the figure (or call) it concerns, with a message
 that says what is wrong and how to repair it, and nothing else is lost.
 """
 
@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_harness import TOY, _make_toy, _plot_toy
 
 from joma_lib.kit import harness
 from joma_lib.kit.cli import main
@@ -21,27 +20,23 @@ from joma_lib.lm.authors import ChecksumError
 
 registry_module = importlib.import_module("joma_lib.kit.registry")
 
-TOY2 = FigureSpec(fig_id="c-toy2", title="second toy", paper_ref="companion", chapter="book/none.md",
-                  make=_make_toy, plot=_plot_toy, params={"scale": 3.0})
-
-
 def _make_bad_authors_file(**_: object) -> dict[str, np.ndarray]:
     raise ChecksumError("/data/wikitext2_multilayer_lr.pt has sha256 0000, expected 1111: the file is corrupted")
 
 
-BAD_INPUT = FigureSpec(fig_id="c-bad-input", title="a truncated third-party file", paper_ref="companion",
-                       chapter="book/none.md", make=_make_bad_authors_file, plot=_plot_toy)
-
-
 @pytest.fixture
-def refs(monkeypatch, tmp_path):
+def refs(monkeypatch, tmp_path, toy_spec):
     """Three toy figures with references in a temporary folder."""
-    specs = {"c-toy": TOY, "c-toy2": TOY2, "c-bad-input": BAD_INPUT}
+    toy2 = FigureSpec(fig_id="c-toy2", title="second toy", paper_ref="companion", chapter="book/none.md",
+                      make=toy_spec.make, plot=toy_spec.plot, params={"scale": 3.0})
+    bad_input = FigureSpec(fig_id="c-bad-input", title="a truncated third-party file", paper_ref="companion",
+                           chapter="book/none.md", make=_make_bad_authors_file, plot=toy_spec.plot)
+    specs = {"c-toy": toy_spec, "c-toy2": toy2, "c-bad-input": bad_input}
     monkeypatch.setattr(registry_module, "registry", lambda: specs)
     monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
     harness.update_reference("c-toy")
     harness.update_reference("c-toy2")
-    harness.write_reference("c-bad-input", _make_toy(scale=5.0))
+    harness.write_reference("c-bad-input", toy_spec.make(scale=5.0))
     return tmp_path
 
 
@@ -60,7 +55,7 @@ def _refresh_sha(folder, fig_id: str) -> None:
     manifest_path.write_text(json.dumps(manifest))
 
 
-# ---------------------------------------------------------------------------------------------------- case 1
+# ------------------------------------------------------------------ a damaged reference file
 
 
 @pytest.mark.parametrize("damage", ["truncate", "text"])
@@ -78,7 +73,7 @@ def test_corrupt_reference_is_a_per_figure_error_and_later_figures_are_checked(r
     assert lines["c-toy2"].rstrip().endswith("ok")  # the figure after the broken one is still checked
 
 
-# ---------------------------------------------------------------------------------------------------- case 2
+# ------------------------------------------------------------------ a missing or unreadable manifest
 
 
 def test_missing_manifest_is_an_error(refs, capsys):
@@ -120,7 +115,7 @@ def test_arrays_must_match_the_manifest(refs, edit):
         harness.load_reference("c-toy")
 
 
-# ---------------------------------------------------------------------------------------------------- case 3
+# ------------------------------------------------------------------ a damaged third-party input
 
 
 def test_bad_external_input_is_a_per_figure_error(refs, capsys):
@@ -130,9 +125,9 @@ def test_bad_external_input_is_a_per_figure_error(refs, capsys):
     assert lines["c-toy"].rstrip().endswith("ok")
 
 
-def test_show_falls_back_to_the_reference_when_the_input_is_corrupt(refs, tmp_path, capsys):
+def test_show_falls_back_to_the_reference_when_the_input_is_corrupt(refs, tmp_path, capsys, toy_spec):
     data = harness.show("c-bad-input", out_dir=tmp_path / "gen")
-    np.testing.assert_array_equal(data["y"], _make_toy(scale=5.0)["y"])
+    np.testing.assert_array_equal(data["y"], toy_spec.make(scale=5.0)["y"])
     out = capsys.readouterr().out
     assert "corrupted" in out and "drawn from the reference data" in out
 
@@ -149,7 +144,7 @@ def test_main_turns_os_and_runtime_errors_into_one_line(refs, monkeypatch, capsy
     assert "Traceback" not in captured.err
 
 
-# ------------------------------------------------------------------ issue 22: a malformed calibration block
+# ------------------------------------------------------------------ a malformed calibration block
 
 
 @pytest.mark.parametrize("calibration, problem", [
@@ -186,7 +181,7 @@ def test_a_wellformed_calibration_sets_the_tolerances(refs):
     assert harness.calibrated_tolerances("c-toy") == {"y": harness.Tolerance(rtol=0.0, atol=1e-9, gpu_atol=None)}
 
 
-# ------------------------------------------------------------------ issue 22: a disk that fills up
+# ------------------------------------------------------------------ a disk that fills up
 
 
 def _disk_fills_up_while_writing(monkeypatch, victim: str, fig_id: str = "c-toy") -> None:
@@ -222,7 +217,7 @@ def test_a_full_disk_leaves_all_four_outputs_or_none_and_names_the_file(refs, tm
 
 def test_make_goes_on_after_a_full_disk_and_names_the_file_and_figure(refs, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    _disk_fills_up_while_writing(monkeypatch, "csv")  # the issue's case: PNG, SVG and npz written, then the CSV fails
+    _disk_fills_up_while_writing(monkeypatch, "csv")  # the last output fails: PNG, SVG and npz written, then the CSV
     assert main(["make", "c-toy", "c-toy2", "--out", str(out)]) == 1
     lines = capsys.readouterr().out.splitlines()
     error = next(line for line in lines if line.startswith("c-toy ERROR"))
@@ -230,7 +225,7 @@ def test_make_goes_on_after_a_full_disk_and_names_the_file_and_figure(refs, tmp_
     assert sorted(p.name for p in out.iterdir()) == ["c-toy2.csv", "c-toy2.npz", "c-toy2.phone.png", "c-toy2.png", "c-toy2.svg"]
 
 
-# ---------------------------------------------------------------------------------------------------- case 8
+# ------------------------------------------------------------------ a bad output folder
 
 
 def _bad_out_dirs(tmp_path):
@@ -259,7 +254,7 @@ def test_make_checks_the_output_folder_before_computing(refs, tmp_path, monkeypa
     assert computed == []  # nothing was computed
 
 
-# ---------------------------------------------------------------------------------------------------- case 4
+# ------------------------------------------------------------------ a stalled or slow download
 
 
 @pytest.fixture
@@ -338,7 +333,7 @@ def test_a_killed_download_leaves_no_file_and_its_part_is_cleaned(server, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pt"]  # the stale part is gone
 
 
-# ---------------------------------------------------------------------------------------------------- cases 5-7
+# ------------------------------------------------------------------ killed workers and runs
 
 
 def _alive(pid: int) -> bool:
@@ -371,12 +366,11 @@ def test_workers_die_with_their_parent():
 
 
 @pytest.fixture(scope="module")
-def tiny_lm():
-    from test_lm_train import TINY
-
+def tiny_lm(tiny_run_config):
     from joma_lib.lm.data import load_lm_data
 
-    return TINY, load_lm_data("ptb", TINY.batch_size, TINY.eval_batch_size, TINY.max_vocab, max_train_fraction=0.01)
+    cfg = tiny_run_config
+    return cfg, load_lm_data("ptb", cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, max_train_fraction=0.01)
 
 
 def _train(tiny_lm, out, **kwargs):
@@ -420,14 +414,13 @@ def test_thread_count_is_recorded_and_a_resume_with_another_is_refused(tiny_lm, 
 
 
 @pytest.mark.slow
-def test_results_do_not_depend_on_jobs(tmp_path):
+def test_results_do_not_depend_on_jobs(tmp_path, tiny_run_config):
     """Two tiny runs, one after the other in this process vs. two worker processes: identical numbers."""
     import torch
-    from test_lm_train import TINY
 
     from joma_lib.lm.train import run_sweep
 
-    cfgs = [replace_cfg(TINY, seed=1, d=64, d_ff=64), replace_cfg(TINY, seed=2, d=64, d_ff=64)]
+    cfgs = [replace_cfg(tiny_run_config, seed=1, d=64, d_ff=64), replace_cfg(tiny_run_config, seed=2, d=64, d_ff=64)]
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # what a 2-core machine gives the main process by default
     try:

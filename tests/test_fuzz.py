@@ -1,4 +1,4 @@
-"""Property-based fuzz of the public API (issues 13 and 22): hostile arguments give a clear error, never garbage.
+"""Property-based fuzz of the public API: hostile arguments give a clear error, never garbage.
 
 For each public function family (the theory modules, ``lm.data``/``lm.metrics``/``lm.train``, the language
 model's ``forward``/``loss``, the widgets' panels) every argument is drawn either from its valid range or from a
@@ -123,7 +123,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "lm.metrics.uniform_causal_entropy": (lm_metrics.uniform_causal_entropy, {"t": _int(1, 50)}),
     "lm.metrics.stable_rank": (lm_metrics.stable_rank, {"w": _tensor((4, 3))}),
     "lm.metrics.mean_attention_entropy": (lm_metrics.mean_attention_entropy, {"attn": _tensor((2, 4, 4), 0, 1)}),
-    # issue 22: the families of the second hostile probe
+    # the families of the second hostile probe (tests/test_bad_input.py)
     "block.mean_attention": (lambda z, X: block.mean_attention(SPEC, z, X), {"z": _arr((2, 4)), "X": _arr((4, 6), 0, 1)}),
     "dynamics.integrate_nonlinear": (dynamics.integrate_nonlinear, {
         "mu": _arr((3,), 0.5, 4), "t_eval": st.one_of(_arr((3,), 0, 5), st.sampled_from([[0, 1e9], [0, 1e307]])),

@@ -1,11 +1,10 @@
-"""Theorem 5 (HBLT co-occurrence) and the Fig. 5 association dynamics."""
+"""Theorem 5 (HBLT co-occurrence) and the association dynamics of a latent hierarchy."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from joma_lib.chapters.hierarchy.figures import make_cooccurrence, make_fig5
 from joma_lib.latent_tree import (
     HBLT,
     approximation_error_bound,
@@ -126,37 +125,11 @@ def test_association_dynamics_matches_quadrature() -> None:
     assert np.all(np.diff(times) > 0)  # larger target, earlier association (Theorem 4)
 
 
-def test_fig5_association_order_and_sparse_then_dense() -> None:
-    data = make_fig5()
-    t = data["assoc_time"]
-    assert t.shape == (4,) and np.all(np.diff(t) > 0.05)  # low common ancestor first, the root last
-    H, query = data["cla_height"], int(data["query"])
-    v, mu, times = data["v"], data["mu"], data["times"]
-    for h in range(1, 4):  # at the moment the H-token is associated, the farther ones are not yet
-        near = int(np.flatnonzero(H[query] == h)[0])
-        far = int(np.flatnonzero(H[query] == h + 1)[0])
-        k = int(np.searchsorted(times, t[h - 1]))
-        assert v[k, near] / mu[near] > v[k, far] / mu[far] + 0.02
-    e = data["entropy"]
-    assert e.min() < e[0] - 1.0 and e[-1] > e.min() + 0.5  # attention first sparse, then dense
-    k = int(np.argmin(e))
-    assert np.argmax(data["attention_per_token_by_height"][k]) == 0
-
-
 def test_attention_from_association() -> None:
     mu = np.array([0.0, 2.0, 1.0])
     b = attention_from_association(mu, np.zeros((2, 3)))
     assert np.allclose(b, [[0, 2 / 3, 1 / 3]] * 2)
     assert attention_from_association(mu, np.array([0.0, 2.0, 1.0]))[1] > 2 / 3
-
-
-def test_cooccurrence_figure_data() -> None:
-    data = make_cooccurrence(depths=(4, 6), n_samples=20_000)
-    for i, L in enumerate(data["depths"]):
-        ok = ~np.isnan(data["exact"][i])
-        assert ok.sum() == L
-        assert np.all(np.abs(data["monte_carlo"][i, ok] - data["exact"][i, ok]) <= 3 * data["stderr"][i, ok])
-        assert np.all(np.diff(data["exact"][i, ok]) < 0)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -184,23 +157,7 @@ def test_cooccurrence_figure_data() -> None:
     (lambda: association_dynamics(np.array([1.0]), np.array([-1.0, 0.5])), "times"),
     (lambda: association_time(2.0, fraction=1.0), "fraction"),
     (lambda: attention_from_association(np.array([1.0, 2.0]), np.zeros(3)), "v"),
-    (lambda: make_fig5(depth=1), "depth"),
 ])
 def test_bad_inputs_raise_clear_errors(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
-
-
-def test_cooccurrence_widget_follows_its_controls() -> None:
-    from joma_lib.chapters.hierarchy.widget import CooccurrenceWidget
-
-    explorer = CooccurrenceWidget(depth=6, height=2)
-    assert explorer.image.value[:4] == b"\x89PNG"
-    explorer.controls["depth"].value = 10
-    assert explorer.controls["rho"].value == pytest.approx(0.9) and explorer.controls["rho"].disabled
-    expected = cooccurrence_exact(HBLT(depth=10, rho=0.9), 2, 0)
-    assert f"{expected:.4f}" in explorer.status.value
-    explorer.controls["tie_rho"].value = False
-    explorer.controls["rho"].value = 0.5
-    explorer.controls["channel"].value = list(explorer.controls["channel"].options)[1]  # inheritance: rho^H
-    assert f"{0.5 ** 2:.4f}" in explorer.status.value

@@ -1,4 +1,5 @@
-"""The reader's extensions in _ext/: inline icons, the paper's theorem numbers, phone pictures; the deploy workflow."""
+"""The reader's extensions in _ext/: inline icons, the paper's theorem numbers, phone pictures, the plotly and
+widget hooks; the deploy workflow."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 import sphinx_figures
 import sphinx_icons
 import sphinx_paper_numbers
+import sphinx_plotly  # _ext/, on sys.path via pytest's pythonpath
+import sphinx_widgets  # _ext/
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,3 +116,32 @@ def test_the_deploy_guard_matches_the_printed_note_and_not_the_code_that_prints_
     harness = (ROOT / "joma_lib" / "kit" / "harness.py").read_text()
     assert re.search(patterns["wikitext"], harness), "the guard no longer matches the note the harness prints"
     assert not re.search(patterns["wikitext"], (ROOT / "book" / "wikitext.md").read_text())
+
+
+def test_sphinx_hook_adds_plotly_only_to_pages_with_a_graph(toy_explorer, tmp_path):
+    added = []
+
+    class App:
+        outdir = tmp_path
+        builder = type("B", (), {"format": "html"})()
+
+        def add_js_file(self, name):
+            added.append(name)
+
+    app = App()
+    sphinx_plotly._add_script(app, "a", "page.html", {"body": "<p>no plot</p>"}, None)
+    assert added == []
+    sphinx_plotly._add_script(app, "b", "page.html", {"body": f"<p>text</p>{toy_explorer().html('x')}"}, None)
+    assert added == [sphinx_plotly.bundle_name()]
+    sphinx_plotly._write_bundle(app, None)
+    bundle = tmp_path / "_static" / sphinx_plotly.bundle_name()
+    assert bundle.stat().st_size > 1_000_000 and "Plotly" in bundle.read_text(encoding="utf-8")[:5000]
+
+
+def test_sphinx_hook_drops_the_widget_state_and_scripts():
+    js = {"ipywidgets_state": (None, {"body": "{}"}), "ipywidgets_0": ("https://cdn/x.js", {}), "other": ("a.js", {})}
+    env = type("Env", (), {"nb_metadata": {"page": {"js_files": js}}})()
+    app = type("App", (), {"env": env})()
+    sphinx_widgets._drop_widget_scripts(app, "page", "page.html", {}, None)
+    assert list(js) == ["other"]
+    sphinx_widgets._drop_widget_scripts(app, "absent", "page.html", {}, None)  # pages without notebooks: no-op

@@ -1,4 +1,4 @@
-"""Pretrained-model loading for the embedding check (book/audit.md), offline."""
+"""Pretrained-model loading (joma_lib.lm.pretrained) for the embedding check (book/audit.md), offline."""
 
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The static view of widget panels (what a page without a kernel shows)."""
+"""The static view of widget panels (joma_lib.kit.fallback): what a page without a kernel shows."""
 
 from __future__ import annotations
 

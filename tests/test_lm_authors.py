@@ -1,4 +1,4 @@
-"""The authors' WikiText-2 sweeps: fetching, checking, loading, aggregating, and the Fig. 6/8 numbers.
+"""The authors' WikiText-2 sweeps: fetching, checking, loading, aggregating, and the numbers of the runs.
 
 Uses the local copy in ``$JOMA_OFFICIAL_DIR`` or ``../shared/joma_official/`` (relative to the repository root);
 tests that need it are skipped with the reason when it is absent. Nothing here touches the network except one
@@ -7,7 +7,6 @@ deliberately unroutable address, which must fail within the 5 s budget.
 
 from __future__ import annotations
 
-import os
 import pickle
 import shutil
 import time
@@ -17,8 +16,6 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.chapters.sweeps import entropy_panels, panel_summary, panel_title, plot_entropy_panels, plot_fig6
-from joma_lib.chapters.wikitext.figures import make_fig6, make_fig8
 from joma_lib.lm import authors
 from joma_lib.lm.authors import (
     OFFICIAL_FILES,
@@ -31,12 +28,6 @@ from joma_lib.lm.authors import (
     seed_average,
 )
 
-# CI exports JOMA_OFFICIAL_DIR; otherwise ../shared/joma_official relative to the repository root.
-OFFICIAL_DIR = Path(os.environ.get("JOMA_OFFICIAL_DIR") or
-                    Path(__file__).resolve().parents[1].parent / "shared" / "joma_official")
-needs_data = pytest.mark.skipif(
-    not all((OFFICIAL_DIR / name).is_file() for name in OFFICIAL_FILES),
-    reason=f"the authors' sweep files are not in {OFFICIAL_DIR}")
 SMALL = "wikitext2_multilayer_lr_small.pt"
 
 
@@ -50,33 +41,11 @@ def offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs() -> SweepRuns:
-    if not all((OFFICIAL_DIR / name).is_file() for name in OFFICIAL_FILES):
-        pytest.skip(f"the authors' sweep files are not in {OFFICIAL_DIR}")
-    return official_runs(OFFICIAL_DIR, download_missing=False)
+def runs(official_dir: Path) -> SweepRuns:
+    return official_runs(official_dir, download_missing=False)
 
 
 # ---------------------------------------------------------------------------------------------- the paper's numbers
-
-@needs_data
-def test_fig6_titles_match_the_paper() -> None:
-    data = make_fig6(directory=str(OFFICIAL_DIR))
-    titles = [panel_title(data, p, "layers") for p in range(4)]
-    assert titles == ["Layers: 1, val_loss: 5.357", "Layers: 2, val_loss: 5.255",
-                      "Layers: 5, val_loss: 5.169", "Layers: 10, val_loss: 5.110"]
-    assert data["n_seeds"].tolist() == [3, 3, 3, 3]
-    fig = plot_fig6(data)  # 4 panels, then a colour bar for each of the 5- and 10-layer panels
-    assert [ax.get_title() for ax in fig.axes[:4]] == titles and len(fig.axes) == 6
-    assert [len(ax.lines) for ax in fig.axes[:4]] == [1, 2, 5, 10]
-
-
-@needs_data
-def test_fig8_titles_and_best_lr_match_the_paper() -> None:
-    data = make_fig8(directory=str(OFFICIAL_DIR))
-    assert [f"{v:.2f}" for v in data["min_val_loss"]] == ["6.41", "5.89", "5.67", "5.23", "5.17", "5.30", "6.76"]
-    assert panel_title(data, 4, "lr") == "lr: 1e-4, val: 5.17"
-    assert data["lr"][np.argmin(data["min_val_loss"])] == pytest.approx(1e-4)
-    assert data["n_seeds"].tolist() == [3, 3, 1, 3, 3, 3, 3]  # the 1e-5 cell has one seed in the published data
 
 
 def test_drop_and_bounce_at_lr_1e4(runs: SweepRuns) -> None:
@@ -96,11 +65,11 @@ def test_lr_extremes(runs: SweepRuns) -> None:
     assert np.all(slow.entropy_summary().argmin_minibatch == slow.minibatch[-1])
 
 
-def test_conversion_agrees_with_the_curated_npz(runs: SweepRuns) -> None:
+def test_conversion_agrees_with_the_curated_npz(official_dir: Path, runs: SweepRuns) -> None:
     """The independent numpy conversion shipped next to the .pt files holds the same runs."""
-    if not (OFFICIAL_DIR / "wikitext2_entropy_sweep.npz").is_file():
-        pytest.skip(f"no wikitext2_entropy_sweep.npz in {OFFICIAL_DIR}")
-    with np.load(OFFICIAL_DIR / "wikitext2_entropy_sweep.npz") as npz:
+    if not (official_dir / "wikitext2_entropy_sweep.npz").is_file():
+        pytest.skip(f"no wikitext2_entropy_sweep.npz in {official_dir}")
+    with np.load(official_dir / "wikitext2_entropy_sweep.npz") as npz:
         order = np.lexsort((npz["seed"], npz["lr"], npz["nlayers"]))
         for name in authors.ARRAY_NAMES:
             np.testing.assert_allclose(getattr(runs, name), npz[name][order], rtol=1e-7, atol=0)
@@ -108,24 +77,23 @@ def test_conversion_agrees_with_the_curated_npz(runs: SweepRuns) -> None:
 
 # ---------------------------------------------------------------------------------------------- files and network
 
-@needs_data
-def test_sha256_rejects_a_corrupted_file(tmp_path: Path) -> None:
+def test_sha256_rejects_a_corrupted_file(official_dir: Path, tmp_path: Path) -> None:
     good = tmp_path / "good"
     good.mkdir()
-    shutil.copy(OFFICIAL_DIR / SMALL, good / SMALL)
+    shutil.copy(official_dir / SMALL, good / SMALL)
     assert locate(SMALL, good) == good / SMALL
     bad = tmp_path / "bad"
     bad.mkdir()
-    blob = bytearray((OFFICIAL_DIR / SMALL).read_bytes())
+    blob = bytearray((official_dir / SMALL).read_bytes())
     blob[len(blob) // 2] ^= 0xFF
     (bad / SMALL).write_bytes(bytes(blob))
     with pytest.raises(ChecksumError, match="corrupted"):
         locate(SMALL, bad)
 
 
-@needs_data
-def test_environment_directory_is_searched_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    shutil.copy(OFFICIAL_DIR / SMALL, tmp_path / SMALL)
+def test_environment_directory_is_searched_first(official_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    shutil.copy(official_dir / SMALL, tmp_path / SMALL)
     monkeypatch.setenv("JOMA_OFFICIAL_DIR", str(tmp_path))
     assert locate(SMALL, download_missing=False) == tmp_path / SMALL
 
@@ -137,11 +105,11 @@ def test_missing_file_in_named_directory(tmp_path: Path) -> None:
         locate("other.pt", tmp_path)
 
 
-@needs_data
-def test_corrupted_cache_is_fetched_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, local_http) -> None:
+def test_corrupted_cache_is_fetched_again(official_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                         local_http) -> None:
     monkeypatch.setattr(authors, "CHECKOUT_DATA_DIR", tmp_path / "no_checkout")
     monkeypatch.setattr(authors, "SOURCE_URL", local_http.url + "/joma/")
-    local_http.files["/joma/" + SMALL] = (OFFICIAL_DIR / SMALL).read_bytes()
+    local_http.files["/joma/" + SMALL] = (official_dir / SMALL).read_bytes()
     cache = authors.cache_dir()
     cache.mkdir(parents=True)
     (cache / SMALL).write_bytes(b"truncated")
@@ -178,8 +146,7 @@ def test_unroutable_address_fails_fast(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert time.monotonic() - start < 5.0
 
 
-@needs_data
-def test_loading_uses_weights_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loading_uses_weights_only(official_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[object] = []
     real_load = torch.load
 
@@ -187,7 +154,7 @@ def test_loading_uses_weights_only(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(kwargs.get("weights_only"))
         return real_load(*args, **kwargs)
     monkeypatch.setattr(torch, "load", spy)
-    assert len(read_records(OFFICIAL_DIR / SMALL)) == 81
+    assert len(read_records(official_dir / SMALL)) == 81
     assert seen == [True]
 
 
@@ -204,41 +171,19 @@ def test_file_with_code_is_refused(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- the run table API
 
-def _toy_runs() -> SweepRuns:
-    """Two seeds of a 1-layer and one of a 2-layer model, 4 checkpoints: the shape our re-run writes."""
-    entropy = np.full((3, 4, 2), np.nan)
-    entropy[0, :, 0] = [2.0, 1.0, 1.5, 1.8]
-    entropy[1, :, 0] = [2.0, 1.2, 1.3, 1.6]
-    entropy[2, :, :] = [[2.0, 2.1], [1.5, 1.9], [1.4, 2.0], [1.6, 2.0]]
-    return SweepRuns(nlayers=[1, 1, 2], lr=[1e-3, 1e-3, 1e-3], seed=[0, 1, 0],
-                     minibatch=[[0, 10, 20, 30]] * 3, val_loss=[[5, 4, 3.5, 3.6], [5, 4, 3.7, 3.4], [5, 4, 3, 3.1]],
-                     attn_entropy=entropy)
-
-
-def test_seed_average_and_summary() -> None:
-    avg = seed_average(_toy_runs(), 1, 1e-3)
+def test_seed_average_and_summary(toy_runs) -> None:
+    avg = seed_average(toy_runs(), 1, 1e-3)
     np.testing.assert_allclose(avg.attn_entropy[:, 0], [2.0, 1.1, 1.4, 1.7])
     assert avg.min_val_loss == pytest.approx(3.5)  # min of the mean (3.6, 3.5), not the mean of the minima (3.45)
     summary = avg.entropy_summary()
     assert summary.argmin_minibatch.tolist() == [10] and summary.interior.tolist() == [True]
     assert summary.bounce[0] == pytest.approx(0.6)
     with pytest.raises(ValueError, match=r"available \(nlayers, lr\): \(1, 0.001\), \(2, 0.001\)"):
-        seed_average(_toy_runs(), 3, 1e-3)
+        seed_average(toy_runs(), 3, 1e-3)
 
 
-def test_panel_summary_equals_the_seed_average_summary() -> None:
-    runs = _toy_runs()
-    data = entropy_panels(runs, [(2, 1e-3), (1, 1e-3)])
-    for p, depth in enumerate([2, 1]):
-        direct, from_panel = seed_average(runs, depth, 1e-3).entropy_summary(), panel_summary(data, p)
-        for name in ("initial", "minimum", "argmin_minibatch", "final", "bounce", "interior"):
-            np.testing.assert_array_equal(getattr(from_panel, name), getattr(direct, name))
-    with pytest.raises(ValueError, match=r"p must be an integer in \[0, 1\]"):
-        panel_summary(data, 2)
-
-
-def test_run_table_checks_and_round_trip() -> None:
-    runs = _toy_runs()
+def test_run_table_checks_and_round_trip(toy_runs) -> None:
+    runs = toy_runs()
     again = SweepRuns.from_arrays(runs.as_arrays())
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(runs.as_arrays().values(),
                                                                        again.as_arrays().values()))
@@ -251,15 +196,3 @@ def test_run_table_checks_and_round_trip() -> None:
         SweepRuns.from_arrays({**arrays, "val_loss": arrays["val_loss"][:, :3]})
     with pytest.raises(ValueError, match="missing"):
         SweepRuns.from_arrays({"nlayers": arrays["nlayers"]})
-
-
-def test_plot_draws_any_run_table() -> None:
-    data = entropy_panels(_toy_runs(), [(1, 1e-3), (2, 1e-3)], source="toy")
-    assert data["attn_entropy"].shape == (2, 4, 2) and np.isnan(data["attn_entropy"][0, :, 1]).all()
-    fig = plot_entropy_panels(data)
-    titles = [ax.get_title() for ax in fig.axes]
-    assert titles == ["Layers: 1, val_loss: 3.500", "Layers: 2, val_loss: 3.000"]
-    assert [ax.title.get_fontweight() for ax in fig.axes] == ["normal", "bold"]  # the lowest loss is bold
-    assert [len(ax.lines) for ax in fig.axes] == [1, 2]
-    data["lr"] = np.array([2.5e-4, 1e-2])
-    assert [panel_title(data, p, "lr") for p in range(2)] == ["lr: 2.5e-4, val: 3.50", "lr: 1e-2, val: 3.00"]

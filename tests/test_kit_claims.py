@@ -1,4 +1,5 @@
-"""Tests of the claims ledger: verdict logic, pending claims, the CLI and ``verify`` failing on a broken claim."""
+"""The claims ledger (joma_lib.kit.claims): verdict logic, pending claims, the CLI and ``verify`` failing on a
+broken claim."""
 
 from __future__ import annotations
 
@@ -53,31 +54,6 @@ def toy(monkeypatch, tmp_path):
     return install
 
 
-def test_verdict_logic():
-    data = _make()
-    assert MAX_BELOW_4.evaluate(data) == (3.0, "holds")
-    assert MAX_BELOW_4.evaluate(_make(scale=2.0)) == (6.0, "fails")
-    nan = Claim("toy-nan", "Thm. 0", "NaN never holds", lambda d: float("nan"), "<", 1.0, **BEFORE)
-    assert nan.evaluate(data)[1] == "fails"
-    equal = Claim("toy-eq", "Thm. 0", "bound is inclusive", lambda d: 3.0, "<=", 3.0, **BEFORE)
-    assert equal.evaluate(data)[1] == "holds"
-    with pytest.raises(ValueError, match="relation"):
-        Claim("toy-bad", "Thm. 0", "bad relation", lambda d: 0.0, "==", 0.0, **BEFORE)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(("fields", "match"), [
-    ({"kind": "guess", "threshold_set": "before-data"}, "kind must be one of"),
-    ({"kind": "paper", "threshold_set": "later"}, "threshold_set must be one of"),
-    ({"kind": "paper", "threshold_set": "after-data"}, "threshold_note must say"),
-    ({"kind": "paper", "threshold_set": "after-data", "threshold_note": "saw 1\nthen 2"}, "one line"),
-])
-def test_kind_and_threshold_set_are_checked(fields, match):
-    with pytest.raises(ValueError, match=match):
-        Claim("toy-x", "Thm. 0", "x", lambda d: 0.0, "<", 1.0, **fields)
-    with pytest.raises(TypeError):  # both fields are required: no claim is classified by default
-        Claim("toy-x", "Thm. 0", "x", lambda d: 0.0, "<", 1.0)  # type: ignore[call-arg]
-
-
 def test_ledger_rows_and_surprises(toy):
     rows = {r.claim_id: r for r in claims.ledger(["c-claimy"])}
     assert set(rows) == {"toy-max-below-4", "toy-sum-above-10"}
@@ -115,21 +91,6 @@ def test_pythia_claim_is_not_run_offline_with_its_reason(toy, no_network):
     toy(_spec(MAX_BELOW_4, backed))
     with pytest.raises(RuntimeError, match="online claim"):  # one id, one claim
         claims.ledger()
-
-
-def test_pythia_verdict_on_curves_of_the_stand_in_shape():
-    standin = harness.load_reference("c-fig7-standin")
-    steps, srank = standin["minibatch"], standin["stable_rank"]  # Pythia's schedule, [checkpoints, layers]
-    data = fig7.pythia_panels({"step": steps, "stable_rank": srank})
-    assert fig7.PYTHIA_CLAIM.evaluate(data) == fig7.STANDIN_CLAIM.evaluate(standin)  # same measure, same curves
-    t = np.log1p(steps.astype(float))[:, None] / np.log1p(steps[-1])
-    bouncing = 50 - 40 * np.sin(np.pi * t) ** 2 + np.arange(srank.shape[1])  # falls, then climbs back, every layer
-    value, verdict = fig7.PYTHIA_CLAIM.evaluate(fig7.pythia_panels({"step": steps, "stable_rank": bouncing}))
-    assert verdict == "holds" and value > 0.9
-    bouncing[-1, 2] = bouncing[:, 2].min()  # one layer ends at its minimum: no rebound there
-    assert fig7.PYTHIA_CLAIM.evaluate(fig7.pythia_panels({"step": steps, "stable_rank": bouncing}))[1] == "fails"
-    with pytest.raises(ValueError, match="stable_rank must be"):
-        fig7.pythia_panels({"step": steps[:-1], "stable_rank": srank})
 
 
 def test_duplicate_claim_id_is_an_error(toy, monkeypatch):
@@ -185,13 +146,14 @@ def test_verify_reports_a_failing_claim_that_starts_to_hold(toy, capsys):
     assert "toy-sum-above-10 now HOLDS" in capsys.readouterr().out
 
 
+#: the claims the book's pages cite by id: none may disappear from the ledger
 REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random thm2-closed-form
 thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order table1-layer0-learns
 table1-level-specific fig6-authors-losses fig6-authors-bounce fig8-lr-optimum fig6-rerun-bounce fig7-srank-bounce
 fig6-bounce-without-adam-reset fig7-standin-srank-bounce fig5c-extra-latent-layer thm1-any-lr-ratio""".split()
 
 
-def test_the_ledger_lists_every_claim_the_issue_names():
+def test_the_ledger_lists_every_claim_the_pages_cite_in_lowercase_ids():
     ids = claims.all_claim_ids()
     assert set(REQUIRED_IDS) <= set(ids), sorted(set(REQUIRED_IDS) - set(ids))
     assert all(i == i.lower() and " " not in i for i in ids)

@@ -1,53 +1,32 @@
-"""Tests of the figure harness itself: verify must fail loudly, never pass by accident."""
+"""The figure harness (joma_lib.kit.harness): verify must fail loudly, never pass by accident."""
 
 from __future__ import annotations
 
 import importlib
 import json
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
 
+from joma_lib.io import InputUnavailableError
 from joma_lib.kit import harness
 from joma_lib.kit.cli import main
-from joma_lib.kit.registry import FigureSpec, Tolerance
-from joma_lib.io import InputUnavailableError
-
+from joma_lib.kit.registry import FigureSpec
 
 registry_module = importlib.import_module("joma_lib.kit.registry")  # the module, not the function
-
-
-def _make_toy(scale: float = 1.0, n: int = 5) -> dict[str, np.ndarray]:
-    x = np.linspace(0.0, 1.0, n)
-    return {"x": x, "y": scale * np.sin(x)}
-
-
-def _plot_toy(data):
-    fig = Figure()
-    fig.subplots().plot(data["x"], data["y"])
-    return fig
-
-
-TOY = FigureSpec(fig_id="c-toy", title="toy", paper_ref="companion", chapter="book/none.md",
-                 make=_make_toy, plot=_plot_toy, params={"scale": 1.0}, full_params={"scale": 2.0, "n": 7},
-                 tolerances={"y": Tolerance(rtol=1e-6, atol=1e-9)})
 
 
 def _make_offline(**_: object) -> dict[str, np.ndarray]:
     raise InputUnavailableError("third-party file not found")
 
 
-OFFLINE = FigureSpec(fig_id="c-offline", title="needs a download", paper_ref="companion", chapter="book/none.md",
-                     make=_make_offline, plot=_plot_toy)
-
-
 @pytest.fixture
-def toy_registry(monkeypatch, tmp_path):
+def toy_registry(monkeypatch, tmp_path, toy_spec):
     """Replace the discovered registry with toy figures and a temporary reference folder."""
-    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": TOY, "c-offline": OFFLINE})
+    offline = FigureSpec(fig_id="c-offline", title="needs a download", paper_ref="companion", chapter="book/none.md",
+                         make=_make_offline, plot=toy_spec.plot)
+    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": toy_spec, "c-offline": offline})
     monkeypatch.setattr(harness, "REFERENCE_DIR", tmp_path)
     return tmp_path
 
@@ -102,7 +81,7 @@ def test_unknown_figure_id_gives_clear_message(toy_registry, capsys):
     assert "unknown figure id 'fig99'" in err and "c-toy" in err
 
 
-def test_make_writes_all_formats(toy_registry, tmp_path):
+def test_make_writes_all_formats(toy_registry, tmp_path, toy_spec):
     out = tmp_path / "out"
     assert main(["make", "c-toy", "--out", str(out)]) == 0
     for ext in ("png", "svg", "npz", "csv"):
@@ -110,56 +89,35 @@ def test_make_writes_all_formats(toy_registry, tmp_path):
     rows = (out / "c-toy.csv").read_text().splitlines()
     assert rows[0] == "array,index,value" and len(rows) == 1 + 10
     with np.load(out / "c-toy.npz") as npz:
-        np.testing.assert_array_equal(npz["y"], _make_toy()["y"])
+        np.testing.assert_array_equal(npz["y"], toy_spec.make()["y"])
     assert main(["make", "c-toy", "--full", "--out", str(out / "full")]) == 0
     with np.load(out / "full" / "c-toy.npz") as npz:
-        np.testing.assert_array_equal(npz["y"], _make_toy(scale=2.0, n=7)["y"])
+        np.testing.assert_array_equal(npz["y"], toy_spec.make(scale=2.0, n=7)["y"])
 
 
-def test_gpu_tolerance_is_used_only_on_gpu():
-    tol = Tolerance(rtol=1e-7, atol=0.0, gpu_rtol=1e-3)
-    assert tol.for_device(False) == (1e-7, 0.0)
-    assert tol.for_device(True) == (1e-3, 0.0)
-
-
-def test_every_registered_figure_is_well_formed():
-    specs = registry_module.registry()
-    assert "c-setting-embeddings" in specs
-    for fig_id, spec in specs.items():
-        assert fig_id == spec.fig_id
-        assert spec.fig_id.startswith(("fig", "table", "c-")), fig_id
-        assert spec.chapter.startswith("book/") and spec.chapter.endswith(".md")
-        assert (harness.REFERENCE_DIR / f"{fig_id}.npz").exists(), f"{fig_id} has no committed reference"
-
-
-def test_cli_runs_as_module():
-    out = subprocess.run([sys.executable, "-m", "joma_lib.figures", "list"], capture_output=True, text=True,
-                         check=True).stdout
-    assert "c-setting-embeddings" in out
-
-
-def test_unavailable_input_is_skipped_or_failed_on_request(toy_registry, capsys):
-    harness.write_reference("c-offline", _make_toy())
+def test_unavailable_input_is_skipped_or_failed_on_request(toy_registry, capsys, toy_spec):
+    harness.write_reference("c-offline", toy_spec.make())
     assert main(["verify", "c-offline"]) == 0
     out = capsys.readouterr().out
     assert "SKIPPED (input unavailable): third-party file not found" in out and "not checked" in out
     assert main(["verify", "--require-inputs", "c-offline"]) == 1
 
 
-def test_show_draws_the_reference_when_the_input_is_unavailable(toy_registry, tmp_path, capsys):
-    harness.write_reference("c-offline", _make_toy(scale=2.0))
+def test_show_draws_the_reference_when_the_input_is_unavailable(toy_registry, tmp_path, capsys, toy_spec):
+    harness.write_reference("c-offline", toy_spec.make(scale=2.0))
     data = harness.show("c-offline", out_dir=tmp_path / "gen")
-    np.testing.assert_array_equal(data["y"], _make_toy(scale=2.0)["y"])
+    np.testing.assert_array_equal(data["y"], toy_spec.make(scale=2.0)["y"])
     assert "drawn from the reference data" in capsys.readouterr().out
     assert (tmp_path / "gen" / "c-offline.png").stat().st_size > 0
     with pytest.raises(InputUnavailableError):  # explicit parameters are never silently replaced
         harness.show("c-offline", out_dir=tmp_path / "gen", scale=3.0)
 
 
-def test_show_runs_without_the_book_build_tools(tmp_path, monkeypatch, capsys):
+def test_show_runs_without_the_book_build_tools(tmp_path, monkeypatch, capsys,
+        toy_spec):
     """On Colab/Binder only requirements.txt is installed: no myst_nb. A chapter must still run and show."""
     monkeypatch.setitem(sys.modules, "myst_nb", None)  # `import myst_nb` now raises ImportError
-    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": TOY})
+    monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": toy_spec})
     shown: list[object] = []
     monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
     data = harness.show("c-toy", out_dir=tmp_path)
@@ -168,21 +126,6 @@ def test_show_runs_without_the_book_build_tools(tmp_path, monkeypatch, capsys):
     assert len(shown) == 1 and type(shown[0]).__name__ == "Image"  # the figure is displayed in place
     harness.glue("a-number", 1.5, display=True)
     assert "a-number = 1.5" in capsys.readouterr().out
-
-
-def test_claim_verdict_follows_its_relation_and_fails_on_nan():
-    from joma_lib.kit.registry import Claim
-
-    claim = Claim("c-toy-max", "companion", "max y below 0.9", lambda d: float(d["y"].max()), "<", 0.9,
-                  kind="companion", threshold_set="before-data")
-    data = _make_toy()
-    value, verdict = claim.evaluate(data)
-    assert value == pytest.approx(np.sin(1.0)) and verdict == "holds"
-    assert claim.evaluate({"y": np.array([0.95])})[1] == "fails"
-    assert claim.evaluate({"y": np.array([np.nan])})[1] == "fails"
-    with pytest.raises(ValueError, match="relation"):
-        Claim("c-bad", "companion", "x", lambda d: 0.0, "==", 0.0,  # type: ignore[arg-type]
-              kind="companion", threshold_set="before-data")
 
 
 def test_large_figure_data_offers_a_gzipped_csv(tmp_path):
@@ -202,15 +145,16 @@ def test_large_figure_data_offers_a_gzipped_csv(tmp_path):
     assert (tmp_path / "again.csv.gz").read_bytes() == raw  # byte-stable: no time stamp
 
 
-def test_show_keeps_its_data_in_the_store_and_verify_from_compares_them(toy_registry, tmp_path, monkeypatch, capsys):
+def test_show_keeps_its_data_in_the_store_and_verify_from_compares_them(toy_registry, tmp_path, monkeypatch, capsys,
+        toy_spec):
     """One computation per figure: the book's ``show`` keeps the data, ``verify --from`` compares those."""
     calls: list[float] = []
 
     def counting_make(scale: float = 1.0, n: int = 5) -> dict[str, np.ndarray]:
         calls.append(scale)
-        return _make_toy(scale, n)
+        return toy_spec.make(scale, n)
 
-    toy = FigureSpec(**{**TOY.__dict__, "make": counting_make})
+    toy = FigureSpec(**{**toy_spec.__dict__, "make": counting_make})
     monkeypatch.setattr(registry_module, "registry", lambda: {"c-toy": toy})
     harness.update_reference("c-toy")
     store = tmp_path / "store"
@@ -227,14 +171,15 @@ def test_show_keeps_its_data_in_the_store_and_verify_from_compares_them(toy_regi
     assert main(["verify", "c-toy"]) == 0 and len(calls) == 4  # without --from: computed, as for a reader
 
 
-def test_verify_from_computes_what_the_store_lacks_or_made_otherwise(toy_registry, tmp_path, monkeypatch, capsys):
+def test_verify_from_computes_what_the_store_lacks_or_made_otherwise(toy_registry, tmp_path, monkeypatch, capsys,
+        toy_spec):
     """Data kept for other params, under another oneDNN ceiling, or wrong data, are never passed off as checked."""
     harness.update_reference("c-toy")
     store = tmp_path / "store"
     store.mkdir()
     assert main(["verify", "--from", str(store), "c-toy"]) == 0
     assert "ok (computed)" in capsys.readouterr().out
-    harness.write_reference("c-toy", _make_toy(scale=1.5), store)  # kept data that disagree with the reference
+    harness.write_reference("c-toy", toy_spec.make(scale=1.5), store)  # kept data that disagree with the reference
     assert main(["verify", "--from", str(store), "c-toy"]) == 1
     assert "(stored)" in capsys.readouterr().out
     manifest = json.loads((store / "c-toy.json").read_text())

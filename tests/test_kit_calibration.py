@@ -1,4 +1,5 @@
-"""calibrate: measured spreads become the tolerances verify uses; trained figures verify under another numerics."""
+"""Calibration (joma_lib.kit.calibration): measured spreads become the tolerances verify uses; trained figures
+verify under another numerics."""
 
 from __future__ import annotations
 

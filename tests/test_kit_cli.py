@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -52,3 +54,9 @@ def test_make_writes_the_other_figures_and_exits_1(one_figure_raises, tmp_path, 
     assert f"{RAISING} ERROR: RuntimeError" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(
         f"{OTHER}.{ext}" for ext in ("png", "svg", "npz", "csv", "phone.png"))
+
+
+def test_cli_runs_as_module():
+    out = subprocess.run([sys.executable, "-m", "joma_lib.figures", "list"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "c-setting-embeddings" in out

@@ -1,0 +1,36 @@
+"""The re-run chapter (joma_lib.chapters.rerun): the measures its claims evaluate, on curves with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from joma_lib.chapters.rerun.figures import entropy_bounce, smallest_bounce, srank_drop, srank_rebound
+from joma_lib.chapters.sweeps import entropy_panels
+
+
+@pytest.mark.parametrize("curve, bounce", [
+    ([3.0, 1.0, 2.5], 1.5),        # an interior minimum: the rise after it
+    ([3.0, 2.0, 1.0], 0.0),        # still falling at the end: no bounce
+    ([1.0, 2.0, 3.0], 0.0),        # the minimum at the start: no bounce
+])
+def test_entropy_bounce(curve, bounce):
+    assert entropy_bounce(np.array(curve)) == pytest.approx(bounce)
+
+
+def test_smallest_bounce_over_every_layer_of_every_depth(toy_runs):
+    # seed-mean entropies: 1 layer [2, 1.1, 1.4, 1.7] (0.6); 2 layers [2, 1.5, 1.4, 1.6] (0.2), [2.1, 1.9, 2, 2] (0.1)
+    data = entropy_panels(toy_runs(), [(1, 1e-3), (2, 1e-3)], source="toy")
+    assert smallest_bounce(data) == pytest.approx(0.1)
+    data["attn_entropy"][1, -1, 1] = 1.0  # the top layer's minimum moves to the last checkpoint
+    assert np.isnan(smallest_bounce(data))
+
+
+def test_stable_rank_drop_and_rebound_use_only_each_depths_layers():
+    srank = np.full((2, 3, 2), np.nan)  # [depth panel, checkpoint, layer]; the 1-layer panel's second is NaN
+    srank[0, :, 0] = [4.0, 2.0, 3.0]  # drop to 0.5 of the start, rebound 1/2 of the drop
+    srank[1, :, 0] = [5.0, 1.0, 4.0]  # 0.2, 3/4
+    srank[1, :, 1] = [2.0, 1.5, 1.6]  # 0.75, 1/5
+    data = {"nlayers": np.array([1, 2]), "stable_rank": srank}
+    assert srank_drop(data) == pytest.approx(0.75)  # the shallowest drop
+    assert srank_rebound(data) == pytest.approx(0.2)  # the weakest rebound
