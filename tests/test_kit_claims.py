@@ -196,6 +196,42 @@ def test_every_claim_says_its_kind_and_when_its_threshold_was_set():
     assert rows["fig7-standin-srank-bounce"].threshold_set == "before-data"
 
 
+def test_check_claims_glues_the_ledger_and_fails_a_page_that_disagrees(toy, monkeypatch):
+    glued: dict[str, object] = {}
+    monkeypatch.setattr(claims, "glue", lambda name, value, display=False: glued.__setitem__(name, value))
+    toy(_spec(MAX_BELOW_4, SUM_ABOVE_10))
+    rows = claims.check_claims("c-claimy", _make())  # y = [1, 2, 3]: max 3 < 4 holds; sum 6 > 10 fails, as the book says
+    assert {r: rows[r].verdict for r in rows} == {"toy-max-below-4": "holds", "toy-sum-above-10": "fails"}
+    names = claims.glue_names("toy-max-below-4")
+    assert (glued[names["threshold"]], glued[names["bar"]], glued[names["value"]], glued[names["verdict"]]) == (
+        "< 4", "4", "3", "holds")
+    with pytest.raises(AssertionError, match="toy-max-below-4: 6 < 4 fails, the book says holds"):
+        claims.check_claims("c-claimy", _make(scale=2.0))
+
+
+def test_book_ledger_computes_a_figure_once_per_store(toy, monkeypatch, tmp_path):
+    """With a figure store, the claims page evaluates the data a page kept there, and keeps what it computes."""
+    store = tmp_path / "store"
+    monkeypatch.setenv(harness.STORE_ENV, str(store))
+    calls: list[float] = []
+
+    def counted(scale: float = 1.0) -> dict[str, np.ndarray]:
+        calls.append(scale)
+        return _make(scale)
+
+    toy(FigureSpec(fig_id="c-claimy", title="toy", paper_ref="companion", chapter="book/toy.md", make=counted,
+                   plot=_plot, params={"scale": 1.0}, claims=(MAX_BELOW_4,)))
+    first, sources = claims.book_ledger()
+    assert calls == [1.0] and (store / "c-claimy.npz").is_file()  # computed once and kept
+    assert sources["c-claimy"] == claims.REGENERATED
+    second, _ = claims.book_ledger()
+    assert calls == [1.0]  # the second evaluation draws the kept data
+    def values(rows: list[claims.ClaimResult]) -> list[float | None]:
+        return [r.value for r in rows if r.figure == "c-claimy"]
+    assert values(first) == values(second) == [3.0]
+
+
+
 def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
     rows = claims.ledger(["c-claimy"])  # toy: one paper claim that holds, one companion claim that fails
     sanity = Claim("toy-sanity", "Thm. 0", r"built so: $\max|y| \le 3$", lambda d: d["y"].max(), "<=", 3.0,
@@ -216,28 +252,3 @@ def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
     assert "set after the data: set after seeing 6" in table
     with pytest.raises(ValueError, match="unbalanced"):
         ledger.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])
-
-
-def test_check_claims_glues_the_ledger_and_fails_a_page_that_disagrees(toy, monkeypatch):
-    glued: dict[str, object] = {}
-    monkeypatch.setattr(claims, "glue", lambda name, value, display=False: glued.__setitem__(name, value))
-    toy(_spec(MAX_BELOW_4, SUM_ABOVE_10))
-    rows = claims.check_claims("c-claimy", _make())  # y = [1, 2, 3]: max 3 < 4 holds; sum 6 > 10 fails, as the book says
-    assert {r: rows[r].verdict for r in rows} == {"toy-max-below-4": "holds", "toy-sum-above-10": "fails"}
-    names = claims.glue_names("toy-max-below-4")
-    assert (glued[names["threshold"]], glued[names["bar"]], glued[names["value"]], glued[names["verdict"]]) == (
-        "< 4", "4", "3", "holds")
-    with pytest.raises(AssertionError, match="toy-max-below-4: 6 < 4 fails, the book says holds"):
-        claims.check_claims("c-claimy", _make(scale=2.0))
-
-
-def test_a_figure_that_raised_is_counted_and_shown_first():
-    raised = claims.ClaimResult("toy-raised", "c-claimy", "Thm. 0", "x", None, "< 4", "error", "", kind="paper",
-                                reason="RuntimeError: injected")
-    held = claims.ClaimResult("toy-held", "", "Thm. 0", "y", 1.0, "< 4", "holds", "", kind="paper")
-    assert ledger.headline([raised, held]) == "paper claims: 1 hold, 0 fail, 0 not run, 1 error"
-    assert ledger.headline([held]) == "paper claims: 1 hold, 0 fail, 0 not run"
-    assert [r.claim_id for r in ledger.by_kind([held, raised])["paper"]] == ["toy-raised", "toy-held"]
-    table = ledger.html_table([held, raised])
-    assert "1 error" in table and "<strong>error</strong>: RuntimeError: injected" in table
-    assert raised.as_json()["reason"] == "RuntimeError: injected"
