@@ -16,9 +16,9 @@ from joma_lib.dynamics import fig4_mu, simulate_softmax_attention
 from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
 from joma_lib.chapters.explore.figures import MODES, make_explorer_grid, plot_grid
 from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer
-from joma_lib.chapters.hierarchy.figures import make_hierarchy_grid
+from joma_lib.chapters.hierarchy.grid import make_hierarchy_grid
 from joma_lib.chapters.theorem1.explorer import theorem1_explorer
-from joma_lib.chapters.theorem1.figures import make_theorem1_grid
+from joma_lib.chapters.theorem1.grid import make_theorem1_grid
 from joma_lib.chapters.wikitext.explorer import wikitext_explorer
 from joma_lib.kit.explorer import Axes, Control, Explorer, Trace, sample_steps
 from joma_lib.kit import load_reference
