@@ -2,11 +2,14 @@
 
 Overview -> Statement -> Why it holds -> The core update -> Check -> Where it breaks -> Explore -> Summary,
 with the mechanism in a few visible lines, exercises with hidden solutions, asserts out of sight (but
-executed) and no timings.
+executed) and no timings. And every page imports from the kit and its own chapter package only, public names only.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 THEOREM_CHAPTERS = ["theorem1", "theorem2", "theorems3_4", "hierarchy"]
+PAGES = sorted(path.stem for path in (ROOT / "book").glob("*.md"))
 SECTIONS = ["Overview", "Statement", "Why it holds", "The core update", "Check", "Where it breaks", "Explore",
             "Summary"]
 HIDDEN_INPUT = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
@@ -88,3 +92,46 @@ def test_imports_are_visible_once(page: str) -> None:
     visible = _visible_code(_cells(page))
     importing = [c for c in visible if re.search(r"^(from \S+ )?import ", c.source, flags=re.M)]
     assert len(importing) <= 1, [c.source.splitlines()[0] for c in importing]
+
+
+def _imports(source: str) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every import statement of a code cell; IPython magics and shell lines dropped."""
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom):
+            found.append(("." * node.level + (node.module or ""), [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+    return found
+
+
+
+def _library_imports(page: str) -> list[tuple[str, list[str]]]:
+    """The page's imports from ``joma_lib``, over all its code cells."""
+    return [(module, names) for cell in _cells(page) if cell.cell_type == "code"
+            for module, names in _imports(cell.source) if module.split(".")[0] == "joma_lib"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_imports_its_chapter_and_the_kit_only(page: str) -> None:
+    """A page's public surface is ``joma_lib.kit`` and its own ``joma_lib.chapters.<page>`` (whose ``__all__``
+    re-exports what the page needs from the layers below): no other module of the library, no private name."""
+    allowed = {"joma_lib.kit", f"joma_lib.chapters.{page}"}
+    for module, names in _library_imports(page):
+        assert module in allowed, f"{page}.md imports {module}; pages import from {sorted(allowed)} only"
+        assert names, f"{page}.md imports the module {module}; import its public names"
+        private = [name for name in names if name.startswith("_")]
+        assert not private, f"{page}.md imports private names {private} from {module}"
+        exported = set(importlib.import_module(module).__all__)
+        assert set(names) <= exported, f"{module}.__all__ lacks {sorted(set(names) - exported)}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_chapter_surface_is_what_its_page_uses(page: str) -> None:
+    """``joma_lib.chapters.<page>.__all__`` names exactly what the page imports from it: nothing unused."""
+    package = f"joma_lib.chapters.{page}"
+    if importlib.util.find_spec(package) is None:  # a page without code of its own (claims, conclusion)
+        return
+    used = {name for module, names in _library_imports(page) if module == package for name in names}
+    assert set(getattr(importlib.import_module(package), "__all__", ())) == used

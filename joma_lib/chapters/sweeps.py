@@ -26,6 +26,8 @@ from joma_lib.validation import check_choice, check_float, check_int
 TITLE_STYLES = ("layers", "lr")
 #: the stored results of our longer runs (npz + json), read back by the figures
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "lm" / "results"
+#: the CPU re-run (preset ``rerun-full``), shown on the re-run page and hashed on the audit page
+FULL_RESULTS = RESULTS_DIR / "rerun-full.npz"
 #: tolerance of data read back from a committed file
 LEGEND_MAX_LAYERS = 4  # up to this depth a legend names the layers; deeper models get a colour bar
 

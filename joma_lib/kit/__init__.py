@@ -1,11 +1,20 @@
-"""Every figure of the paper (and of the companion), regenerable and checkable.
+"""The page kit: every figure of the paper (and of the companion), regenerable and checkable, and what a page
+needs to show them, with no paper content of its own.
 
-``registry()`` lists them; ``compute``/``draw``/``show`` make them; ``verify``
-compares them with committed reference data. Command line:
+``registry()`` lists the figures; ``compute``/``draw``/``show`` make them; ``verify`` compares them with
+committed reference data; ``check_claims``/``ledger`` evaluate their claims; ``glue`` hands values to the page's
+prose; ``with_static_view`` gives a live widget its figure on the static page. Command line:
 ``python -m joma_lib.figures list | make [ids] | verify [ids] | update [ids]``.
+
+A page imports from here and from its own chapter package (``joma_lib.chapters.<page>``) only.
 """
 
+from joma_lib.kit.benchmarks import load_results
+from joma_lib.kit.claims import book_ledger, check_claims, evaluate_figure, ledger, surprises
+from joma_lib.kit.fallback import with_static_view
+from joma_lib.kit.glue import glue
 from joma_lib.kit.harness import (
+    REFERENCE_DIR,
     MissingReferenceError,
     compare,
     compute,
@@ -16,9 +25,12 @@ from joma_lib.kit.harness import (
     update_reference,
     verify,
 )
+from joma_lib.kit.ledger import headline, html_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_spec, registry
 
 __all__ = [
-    "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "compare", "compute", "draw", "get_spec",
-    "load_reference", "registry", "save_outputs", "show", "update_reference", "verify",
+    "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger", "check_claims",
+    "compare", "compute", "draw", "evaluate_figure", "get_spec", "glue", "headline", "html_table", "ledger",
+    "load_reference", "load_results", "registry", "save_outputs", "show", "surprises", "update_reference", "verify",
+    "with_static_view",
 ]

@@ -1,1 +1,15 @@
-"""The fig7 chapter (`book/fig7.md`)."""
+"""The fig7 chapter (`book/fig7.md`).
+
+Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
+"""
+
+from __future__ import annotations
+
+from joma_lib.chapters.fig7.figures import BOUNCE_FRACTION, PYTHIA_CLAIM, draw_stable_rank, pythia_panels
+from joma_lib.io import InputUnavailableError
+from joma_lib.lm.pythia import PYTHIA_MODEL, checkpoint_stable_ranks
+
+__all__ = [
+    "BOUNCE_FRACTION", "InputUnavailableError", "PYTHIA_CLAIM", "PYTHIA_MODEL", "checkpoint_stable_ranks",
+    "draw_stable_rank", "pythia_panels",
+]

@@ -1,1 +1,14 @@
-"""The performance chapter (`book/performance.md`)."""
+"""The performance chapter (`book/performance.md`).
+
+Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
+"""
+
+from __future__ import annotations
+
+from joma_lib.chapters.performance.figures import bf16_inside_fp32_band
+from joma_lib.cpu import bf16_support, cpu_identity, onednn_isa_limit
+from joma_lib.lm.train import preset_auto_choice
+
+__all__ = [
+    "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "onednn_isa_limit", "preset_auto_choice",
+]

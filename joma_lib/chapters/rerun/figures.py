@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.kit.style import figure_style
 from joma_lib.chapters.sweeps import (
+    FULL_RESULTS,
     RESULTS_DIR,
     entropy_panels,
     layer_colours,
@@ -41,7 +42,6 @@ from joma_lib.lm.authors import SweepRuns
 from joma_lib.lm.data import OFFLINE_SOURCES
 from joma_lib.lm.train import PRESETS, RunConfig, preset_precision, train_preset
 
-FULL_RESULTS = RESULTS_DIR / "rerun-full.npz"
 NORESET_RESULTS = RESULTS_DIR / "rerun-noreset.npz"
 #: the rebound the re-run page asks of every layer (nats); the Adam-reset claim uses the same bar
 BOUNCE_NATS = 0.2

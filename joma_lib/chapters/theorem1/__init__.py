@@ -1,1 +1,17 @@
-"""The theorem1 chapter (`book/theorem1.md`)."""
+"""The theorem1 chapter (`book/theorem1.md`).
+
+Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
+"""
+
+from __future__ import annotations
+
+from joma_lib.block import theorem1_toy, train
+from joma_lib.chapters.theorem1.explorer import theorem1_explorer
+from joma_lib.chapters.theorem1.grid import smallest_nc
+from joma_lib.chapters.theorem1.widget import simulate, theorem1_widget
+from joma_lib.invariants import flow_check, toy_check
+
+__all__ = [
+    "flow_check", "simulate", "smallest_nc", "theorem1_explorer", "theorem1_toy", "theorem1_widget", "toy_check",
+    "train",
+]

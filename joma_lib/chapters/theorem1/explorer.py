@@ -10,7 +10,7 @@ import numpy as np
 from joma_lib.kit.explorer import Axes, Control, Explorer, Trace
 from joma_lib.kit.registry import FigureData
 
-from joma_lib.chapters.theorem1.figures import THEOREM1_NC_FROM, smallest_nc
+from joma_lib.chapters.theorem1.grid import THEOREM1_NC_FROM, smallest_nc
 
 
 def theorem1_explorer(data: FigureData) -> Explorer:

@@ -1,1 +1,13 @@
-"""The theorem2 chapter (`book/theorem2.md`)."""
+"""The theorem2 chapter (`book/theorem2.md`).
+
+Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
+"""
+
+from __future__ import annotations
+
+from joma_lib.chapters.theorem2.figures import THEOREM2_DELTA
+from joma_lib.dynamics import blowup_time, integrate_linear, linear_closed_form, linear_limits
+
+__all__ = [
+    "THEOREM2_DELTA", "blowup_time", "integrate_linear", "linear_closed_form", "linear_limits",
+]

@@ -1,0 +1,27 @@
+"""The audit chapter (`book/audit.md`): checks of the setting's assumption on pretrained models, Table 1's
+configuration search and the stored LM runs.
+
+Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
+"""
+
+from __future__ import annotations
+
+from joma_lib.chapters.audit.exploration import exploration_markdown
+from joma_lib.chapters.audit.figures import EMBEDDING_COS_BOUND, HIDDEN_COS_BOUND, make_pretrained
+from joma_lib.chapters.sweeps import FULL_RESULTS
+from joma_lib.multilayer import (
+    CONFIGS,
+    EXPLORED,
+    MAX_CPU_SECONDS,
+    MAX_INIT_LAYER0,
+    MAX_LOSS_FRACTION,
+    TABLE1_SPREAD,
+    read_explorations,
+    select_configuration,
+)
+
+__all__ = [
+    "CONFIGS", "EMBEDDING_COS_BOUND", "EXPLORED", "FULL_RESULTS", "HIDDEN_COS_BOUND", "MAX_CPU_SECONDS",
+    "MAX_INIT_LAYER0", "MAX_LOSS_FRACTION", "TABLE1_SPREAD", "exploration_markdown", "make_pretrained",
+    "read_explorations", "select_configuration",
+]

@@ -1,0 +1,96 @@
+"""The grid behind the hierarchy page's kernel-free explorer: Theorem 5 and the Fig. 5 dynamics over tree
+height x polarity (``c-hierarchy-grid``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from joma_lib.dynamics import row_entropy
+from joma_lib.kit.explorer import increasing_values
+from joma_lib.kit.registry import FigureData
+from joma_lib.kit.style import heatmap
+from joma_lib.latent_tree import (
+    HBLT,
+    association_dynamics,
+    association_time,
+    attention_from_association,
+    cooccurrence_approx,
+    cooccurrence_exact,
+)
+from joma_lib.validation import check_float, check_int
+
+
+HIERARCHY_DEPTHS = tuple(range(2, 11))
+HIERARCHY_RHOS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+
+
+def make_hierarchy_grid(depths: Sequence[int] = HIERARCHY_DEPTHS, rhos: Sequence[float] = HIERARCHY_RHOS,
+                        scale: float = 4.0, fraction: float = 0.9, t_max: float = 1.6,
+                        n_times: int = 65) -> FigureData:
+    """Theorem 5 and the Fig. 5 dynamics over tree height ``L`` x polarity ``rho`` (binary tree, binary root,
+    symmetric channel), for the query ``m = 0`` and one token per height ``H`` of the common ancestor.
+
+    Returns (``D`` depths, ``P`` polarities, ``Hmax = max depth``, ``n`` times), NaN beyond a tree's height:
+    ``cooccurrence`` (D, P, Hmax) exact ``P[l | m]``; ``approx`` (D, Hmax) the paper's ``1 - H/L``;
+    ``association`` (D, P, Hmax, n) ``v_l(t) / mu_l`` of ``dv/dt = (mu - v) o exp(v^2/2)`` with
+    ``mu_l = scale P[l | m]`` (as ``fig5``); ``assoc_time`` (D, P, Hmax) when ``v_l`` reaches
+    ``fraction mu_l``; ``entropy`` (D, P, n) of the query's attention over all ``2^L - 1`` other tokens.
+    """
+    d_values = np.array([check_int(f"depths[{i}]", d, 1, 12) for i, d in enumerate(depths)])
+    if d_values.size == 0 or np.any(np.diff(d_values) <= 0):
+        raise ValueError(f"depths must be a non-empty, strictly increasing sequence of heights, got {depths!r}")
+    r_values = increasing_values("rhos", rhos, 0.0, 1.0)
+    times = np.linspace(0.0, check_float("t_max", t_max, 0.0, 100.0, low_open=True),
+                        check_int("n_times", n_times, 2, 1000))
+    h_max = int(d_values.max())
+    shape = (d_values.size, r_values.size)
+    cooc, assoc_time = np.full(shape + (h_max,), np.nan), np.full(shape + (h_max,), np.nan)
+    association, entropy = np.full(shape + (h_max, times.size), np.nan), np.empty(shape + (times.size,))
+    approx = np.full((d_values.size, h_max), np.nan)
+    for i, depth in enumerate(d_values):
+        heights = np.arange(1, depth + 1)
+        approx[i, :depth] = cooccurrence_approx(heights, int(depth))
+        counts = 2 ** (heights - 1)  # leaves whose common ancestor with the query is at height H
+        for j, rho in enumerate(r_values):
+            tree = HBLT(depth=int(depth), rho=float(rho))
+            p = np.array([cooccurrence_exact(tree, int(c), 0) for c in counts])
+            mu = check_float("scale", scale, 0.0, 10.0, low_open=True) * p
+            v = association_dynamics(mu, times)
+            cooc[i, j, :depth] = p
+            association[i, j, :depth] = (v / mu).T
+            assoc_time[i, j, :depth] = [association_time(m, fraction) for m in mu]
+            entropy[i, j] = row_entropy(attention_from_association(np.repeat(mu, counts),
+                                                                         np.repeat(v, counts, axis=1)))
+    return {"depths": d_values, "rhos": r_values, "times": times, "cooccurrence": cooc, "approx": approx,
+            "association": association, "assoc_time": assoc_time, "entropy": entropy,
+            "scale": np.asarray(scale), "fraction": np.asarray(fraction)}
+
+
+def plot_hierarchy_grid(data: FigureData) -> Figure:
+    """Left: exact co-occurrence against ``H/L`` with the paper's ``1 - H/L``, for ``rho`` closest to
+    ``1 - 1/L``; right: how much later the farthest token is associated than the nearest (ratio of times)."""
+    depths, rhos = data["depths"], data["rhos"]
+    fig = Figure(figsize=(8.8, 3.6), layout="constrained")
+    ax_p, ax_t = fig.subplots(1, 2)
+    colours = colormaps["viridis"](np.linspace(0, 0.9, depths.size))
+    for i, depth in enumerate(depths):
+        j = int(np.argmin(np.abs(rhos - (1 - 1 / depth))))
+        heights = np.arange(1, depth + 1)
+        ax_p.plot(heights / depth, data["cooccurrence"][i, j, :depth], "o-", ms=3, color=colours[i],
+                  label=f"L = {depth}, \u03c1 = {rhos[j]:g}")
+    ax_p.plot([0, 1], [1, 0], "k--", lw=1, label="1 - H/L (paper)")
+    ax_p.set_xlabel("H / L")
+    ax_p.set_ylabel("P[l | m]")
+    ax_p.legend(fontsize=9, ncol=2)
+    last = np.array([[data["assoc_time"][i, j, depth - 1] for j in range(rhos.size)]
+                     for i, depth in enumerate(depths)])
+    heatmap(fig, ax_t, (last / data["assoc_time"][:, :, 0]).T, [f"{d}" for d in depths],
+             [f"{r:g}" for r in rhos], "time ratio, farthest / nearest", cmap="viridis", vmin=1.0)
+    ax_t.set_xlabel("tree height L")
+    ax_t.set_ylabel("polarity \u03c1")
+    ax_t.set_title(f"time to {float(data['fraction']):.0%} of the target", fontsize=10)
+    return fig
