@@ -1,5 +1,8 @@
 """The command line of the runs (:mod:`joma_lib.lm.cli`): run, collect and plot; clear errors for bad settings."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -56,3 +59,9 @@ def test_wikitext_offline_runs_on_the_named_stand_in(tmp_path, monkeypatch, caps
     assert main(args) == 0
     assert "using the offline stand-in wikivital" in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["wikivital_L1_lr0.0001_s1"]
+
+
+def test_python_m_joma_lib_lm_is_the_command_line():
+    proc = subprocess.run([sys.executable, "-m", "joma_lib.lm", "status", "--help"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m joma_lib.lm status")
