@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real one-node Slurm cluster on this machine, for the `slurm` tests (tests/test_lm_cluster.py) and for trying
-# `python -m joma_lib.lm.train run --engine slurm` before using a real cluster. Debian/Ubuntu, as root; no systemd
+# `python -m joma_lib.lm run --engine slurm` before using a real cluster. Debian/Ubuntu, as root; no systemd
 # needed (the daemons are started directly). Safe to run again: it installs, configures and starts only what is
 # missing, and waits until the node accepts jobs.
 #   bash .ci/slurm_up.sh          install (apt: slurmctld, slurmd, slurm-client, munge), configure, start

@@ -10,7 +10,7 @@ untied output over ``--vocab`` words, 20 streams x 35 tokens):
   ``[T*B, V]`` view, ``clip_grad_norm_(0.5)``, plain ``torch.optim.Adam`` (their script
   re-creates it each epoch, which costs nothing per step), torch's dropout, all in fp32;
 * ours, fp32 and bf16: :class:`joma_lib.lm.model.TransformerLM` through
-  :func:`joma_lib.lm.train.train_step` (fused read-out + cross-entropy, dropout masks from
+  :func:`joma_lib.lm.step.train_step` (fused read-out + cross-entropy, dropout masks from
   random integers, fused Adam, foreach clipping), with ``precision="fp32"`` and ``precision="bf16"``.
 
 The three steps alternate in one process (same inputs, same threads), so a loaded machine
@@ -41,7 +41,8 @@ from torch import nn
 from joma_lib.cpu import bf16_support
 from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
 from joma_lib.lm.model import PostLNLayer, TransformerLM, bits_dropout, causal_mask
-from joma_lib.lm.train import RunConfig, make_optimizer, run_precision, train_step
+from joma_lib.lm.config import RunConfig
+from joma_lib.lm.step import make_optimizer, run_precision, train_step
 
 
 class BaselineLayer(PostLNLayer):

@@ -17,7 +17,7 @@ import torch
 
 from joma_lib.cpu import bf16_support, cache_file, cpu_identity, onednn_isa_limit
 from joma_lib.lm.authors import OFFICIAL_FILES, search_dirs
-from joma_lib.lm.train import preset_auto_choice
+from joma_lib.lm.presets import preset_auto_choice
 
 AUTO_PRESET = "rerun-quick"
 HUB_HOST, HUB_TIMEOUT_S = "huggingface.co", 3.0

@@ -32,8 +32,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -43,7 +42,7 @@ import torch
 from torch import nn
 
 from joma_lib.combination_hierarchy import CombinationHierarchy, HierarchySample
-from joma_lib.device import DEVICE_CHOICES, resolve_device
+from joma_lib.device import DEVICE_CHOICES, pinned_threads, resolve_device
 from joma_lib.io import atomic_path
 from joma_lib.validation import as_finite_array, check_choice, check_float, check_int
 
@@ -243,18 +242,6 @@ def alignment_score(active: np.ndarray, hidden: np.ndarray, min_corr: float = 0.
     return float(np.clip(kept.mean(), 0.0, 1.0)) if kept.size else 0.0
 
 
-@contextmanager
-def _torch_threads(n: int | None) -> Iterator[None]:
-    """Run with ``n`` torch CPU threads (fixed for reproducible reductions), then restore."""
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 class RunResult(NamedTuple):
     """One trained model: ``scores[j, k]`` (layer ``j`` against latent level ``k``) after training,
     ``scores_init`` of the same network at initialisation, the training loss of every step, and
@@ -320,7 +307,7 @@ def score_at_init(config: Table1Config, n_combinations: int, level_sizes: tuple[
                   device: str | None = None) -> np.ndarray:
     """The alignment matrix of the untrained network of one (setting, seed): no training, any width."""
     dev = resolve_device(device)
-    with _torch_threads(config.cpu_threads if dev.type == "cpu" else None):
+    with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
         _, test, model = _setup(config, n_combinations, level_sizes, seed, dev)
         return alignment_matrix(model, test, config.min_corr, dev)
 
@@ -351,7 +338,7 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
     dev = resolve_device(device)
     rng = np.random.default_rng(seed)
     shuffler = np.random.default_rng((seed, 2))
-    with _torch_threads(config.cpu_threads if dev.type == "cpu" else None):
+    with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
         data, test, model = _setup(config, n_combinations, level_sizes, seed, dev)
         pooled_init = pooled_hiddens(model, test, dev)
         scores_init = _alignment_of(pooled_init, test, config.min_corr)

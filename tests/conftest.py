@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from joma_lib.kit.explorer import Explorer
     from joma_lib.kit.registry import FigureSpec
     from joma_lib.lm.authors import SweepRuns
-    from joma_lib.lm.train import RunConfig
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -265,9 +264,19 @@ def toy_explorer() -> Callable[[], "Explorer"]:
 
 
 @pytest.fixture(scope="session")
-def tiny_run_config() -> "RunConfig":
-    """A run of a 2-layer language model on PTB that trains in about a second: 12 steps, checkpoints every 4."""
-    from joma_lib.lm.train import RunConfig
+def tiny_run():
+    """A language-model run (:class:`~joma_lib.lm.config.RunConfig`) that trains in seconds: 2 layers of width 16,
+    12 steps on PTB with checkpoints every 4."""
+    from joma_lib.lm.config import RunConfig
 
     return RunConfig(data="ptb", n_layers=2, lr=3e-3, seed=5, steps=12, eval_interval=4, eval_chunks=2, seq_len=10,
                      batch_size=4, eval_batch_size=3, max_vocab=200, d=16, d_ff=16)
+
+
+@pytest.fixture(scope="session")
+def tiny_run_data(tiny_run):
+    """The corpus :func:`tiny_run` trains on: 1% of PTB's training split, 200 words."""
+    from joma_lib.lm.data import load_lm_data
+
+    return load_lm_data("ptb", tiny_run.batch_size, tiny_run.eval_batch_size, tiny_run.max_vocab,
+                        max_train_fraction=0.01)

@@ -14,7 +14,8 @@ import torch
 from joma_lib import block, dynamics, embeddings, invariants, latent_tree, multilayer
 from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
-from joma_lib.lm import train as lm_train
+from joma_lib.lm import runs as lm_runs
+from joma_lib.lm.config import RunConfig
 from joma_lib.lm.model import TransformerLM
 
 
@@ -125,8 +126,8 @@ SECOND_PROBE = {
                          r"targets .*got ids in \[-1, 2\]"),
     "forward(seq > max_len)": (lambda: _tiny_lm()(torch.zeros((1, 7), dtype=torch.int64)),
                                r"tokens must have a sequence length \(dim 1\) in \[1, max_len=6\], got 7"),
-    "collect([], [])": (lambda: lm_train.collect([], []), "runs and configs must be non-empty .*got 0 runs and 0"),
-    "collect(run without arrays)": (lambda: lm_train.collect([{"minibatch": np.arange(2)}], [lm_train.RunConfig()]),
+    "collect([], [])": (lambda: lm_runs.collect([], []), "runs and configs must be non-empty .*got 0 runs and 0"),
+    "collect(run without arrays)": (lambda: lm_runs.collect([{"minibatch": np.arange(2)}], [RunConfig()]),
                                     r"runs\[0\] must be a run's result .*missing"),
 }
 

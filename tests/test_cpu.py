@@ -21,7 +21,8 @@ from joma_lib import cpu
 TINY_RUN = textwrap.dedent("""
     import json, sys
     from joma_lib.lm.data import load_lm_data
-    from joma_lib.lm.train import RunConfig, train_run
+    from joma_lib.lm.config import RunConfig
+    from joma_lib.lm.step import train_run
     cfg = RunConfig(data="ptb", n_layers=2, lr=3e-3, seed=5, steps=12, eval_interval=4, eval_chunks=2, seq_len=10,
                     batch_size=4, eval_batch_size=3, max_vocab=200, d=16, d_ff=16, precision=sys.argv[2])
     data = load_lm_data("ptb", 4, 3, 200, max_train_fraction=0.01)

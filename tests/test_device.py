@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from joma_lib.device import resolve_device
+from joma_lib.device import pinned_threads, resolve_device
 
 
 def test_cpu_and_auto(monkeypatch):
@@ -24,3 +24,26 @@ def test_unknown_device_is_rejected():
 def test_cuda_without_gpu_is_a_clear_error():
     with pytest.raises(ValueError, match="no CUDA GPU"):
         resolve_device("cuda")
+
+
+@pytest.mark.parametrize("threads", [1, 2, None])
+def test_pinned_threads_sets_and_restores_the_count(threads):
+    before = torch.get_num_threads()
+    with pinned_threads(threads):
+        assert torch.get_num_threads() == (before if threads is None else threads)
+    assert torch.get_num_threads() == before
+
+
+def test_pinned_threads_restores_the_count_after_an_error():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="inside"), pinned_threads(before + 1):
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("threads", [0, -2, 2.5, True, "4", 2000])
+def test_pinned_threads_refuses_a_bad_count_naming_the_argument(threads):
+    before = torch.get_num_threads()
+    with pytest.raises(ValueError, match=r"threads must be an integer in \[1, 1024\], got"), pinned_threads(threads):
+        pass
+    assert torch.get_num_threads() == before

@@ -352,7 +352,7 @@ def test_workers_die_with_their_parent():
     import sys
     import time
 
-    code = ("import os, time; from joma_lib.lm.train import worker_pool; pool = worker_pool(2); "
+    code = ("import os, time; from joma_lib.lm.sweep import worker_pool; pool = worker_pool(2); "
             "print(*[pool.submit(os.getpid).result() for _ in range(4)], flush=True); time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     workers = {int(pid) for pid in parent.stdout.readline().split()}
@@ -365,16 +365,13 @@ def test_workers_die_with_their_parent():
     assert not any(_alive(pid) for pid in workers)
 
 
-@pytest.fixture(scope="module")
-def tiny_lm(tiny_run_config):
-    from joma_lib.lm.data import load_lm_data
-
-    cfg = tiny_run_config
-    return cfg, load_lm_data("ptb", cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, max_train_fraction=0.01)
+@pytest.fixture
+def tiny_lm(tiny_run, tiny_run_data):
+    return tiny_run, tiny_run_data
 
 
 def _train(tiny_lm, out, **kwargs):
-    from joma_lib.lm.train import train_run
+    from joma_lib.lm.step import train_run
 
     cfg, data = tiny_lm
     return train_run(cfg, out, device="cpu", progress=False, data=data, **kwargs)
@@ -383,7 +380,7 @@ def _train(tiny_lm, out, **kwargs):
 def test_a_second_runner_on_the_same_run_is_refused(tiny_lm, tmp_path):
     import fcntl
 
-    from joma_lib.lm.train import RunLockedError
+    from joma_lib.lm.runs import RunLockedError
 
     run_dir = tmp_path / tiny_lm[0].name
     run_dir.mkdir()
@@ -414,13 +411,13 @@ def test_thread_count_is_recorded_and_a_resume_with_another_is_refused(tiny_lm, 
 
 
 @pytest.mark.slow
-def test_results_do_not_depend_on_jobs(tmp_path, tiny_run_config):
+def test_results_do_not_depend_on_jobs(tmp_path, tiny_run):
     """Two tiny runs, one after the other in this process vs. two worker processes: identical numbers."""
     import torch
 
-    from joma_lib.lm.train import run_sweep
+    from joma_lib.lm.sweep import run_sweep
 
-    cfgs = [replace_cfg(tiny_run_config, seed=1, d=64, d_ff=64), replace_cfg(tiny_run_config, seed=2, d=64, d_ff=64)]
+    cfgs = [replace_cfg(tiny_run, seed=1, d=64, d_ff=64), replace_cfg(tiny_run, seed=2, d=64, d_ff=64)]
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # what a 2-core machine gives the main process by default
     try:
@@ -439,7 +436,7 @@ def replace_cfg(cfg, **changes):
 
 
 def test_a_kill_between_npz_and_json_is_completed_on_resume(tiny_lm, tmp_path):
-    from joma_lib.lm.train import load_sweep
+    from joma_lib.lm.runs import load_sweep
 
     whole = _train(tiny_lm, tmp_path)
     run_dir = tmp_path / tiny_lm[0].name
@@ -461,9 +458,10 @@ def test_a_truncated_checkpoint_says_how_to_recover(tiny_lm, tmp_path):
 
 
 def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(tiny_lm, tmp_path, monkeypatch, capsys):
-    import joma_lib.lm.train as train_module
+    import joma_lib.lm.step as step_module
+    import joma_lib.lm.sweep as sweep_module
 
-    real_step, calls = train_module.train_step, []
+    real_step, calls = step_module.train_step, []
 
     def interrupted_step(*args, **kwargs):
         calls.append(1)
@@ -471,10 +469,10 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(tiny_lm, tmp_path, 
             raise KeyboardInterrupt
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_step", interrupted_step)
-    with pytest.raises(train_module.RunInterrupted, match="stopped at step 5 of 12; its last checkpoint \\(step 4\\)"):
+    monkeypatch.setattr(step_module, "train_step", interrupted_step)
+    with pytest.raises(step_module.RunInterrupted, match="stopped at step 5 of 12; its last checkpoint \\(step 4\\)"):
         _train(tiny_lm, tmp_path)
-    monkeypatch.setattr(train_module, "load_lm_data", lambda *args: tiny_lm[1])
+    monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_lm[1])
     calls.clear()
     cfg = tiny_lm[0]
     args = ["run", "--data", "ptb", "--layers", str(cfg.n_layers), "--lr", str(cfg.lr), "--seeds", str(cfg.seed),
@@ -486,11 +484,11 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(tiny_lm, tmp_path, 
     err = capsys.readouterr().err
     assert "interrupted:" in err and "stopped at step 8 of 12" in err and "run the same command again" in err
     assert "Traceback" not in err
-    monkeypatch.setattr(train_module, "train_step", real_step)
+    monkeypatch.setattr(step_module, "train_step", real_step)
     assert main_lm(args) == 0  # and it does resume
 
 
 def main_lm(args):
-    from joma_lib.lm.train import main as lm_main
+    from joma_lib.lm.cli import main as lm_main
 
     return lm_main(args)

@@ -1,6 +1,6 @@
 """Property-based fuzz of the public API: hostile arguments give a clear error, never garbage.
 
-For each public function family (the theory modules, ``lm.data``/``lm.metrics``/``lm.train``, the language
+For each public function family (the theory modules, ``lm.data``/``lm.metrics``/``lm.runs``, the language
 model's ``forward``/``loss``, the widgets' panels) every argument is drawn either from its valid range or from a
 list of hostile values (NaN, inf, tiny and huge numbers, negative or zero sizes, empty or wrongly shaped arrays,
 token ids outside the vocabulary, wrong dtypes and types). Every call must either return finite numbers or raise
@@ -27,7 +27,8 @@ from joma_lib import block, dynamics, embeddings, invariants, latent_tree, multi
 from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import model as lm_model
-from joma_lib.lm import train as lm_train
+from joma_lib.lm import runs as lm_runs
+from joma_lib.lm.config import RunConfig
 
 HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9]
 HOSTILE_ARRAYS = [np.array([]), np.zeros((0, 3)), np.array([math.nan, 1.0]), np.array([[math.inf]]), np.ones((2, 3, 4)),
@@ -77,7 +78,7 @@ BAGS = block.dirichlet_bags(4, 3, 6, seed=0)[0]
 TINY_LM = lm_model.TransformerLM(vocab_size=7, n_layers=1, d=8, d_ff=8, dropout=0.0, max_len=6).eval()
 RUN = {"minibatch": np.arange(3), "val_loss": np.ones(3), "train_loss": np.ones(3), "attn_entropy": np.ones((3, 1)),
        "stable_rank": np.ones((3, 1))}
-RUN_CONFIG = lm_train.RunConfig(n_layers=1)
+RUN_CONFIG = RunConfig(n_layers=1)
 
 
 def _widget(make: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,7 +138,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
         "d_values": st.one_of(_arr((2,), 1, 40), st.sampled_from([[4, 2.5], [np.nan], [3, 0]])), "n_tokens": _int(2, 8),
         "n_draws": _int(1, 3)}),
     "lm.data.batchify": (lm_data.batchify, {"ids": _ids((12,), 50), "n_streams": _int(1, 5)}),
-    "lm.train.collect": (lm_train.collect, {
+    "lm.runs.collect": (lm_runs.collect, {
         "runs": st.sampled_from([[RUN], [], [RUN, RUN], [{"minibatch": np.arange(3)}], [None], None]),
         "configs": st.sampled_from([[RUN_CONFIG], [], [RUN_CONFIG, RUN_CONFIG], ["config"], None])}),
     "lm.model.TransformerLM.forward": (lambda tokens: TINY_LM(tokens)[0], {"tokens": _ids((2, 5), 7)}),

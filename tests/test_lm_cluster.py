@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from joma_lib.lm.cluster import job_states, parse_time, run_states, slurm_problem
-from joma_lib.lm.train import main
+from joma_lib.lm.cli import main
 
 # two tiny runs (1 and 2 layers) of the CPU re-run's settings; a checkpoint every EVERY steps
 STEPS, EVERY = 40, 10

@@ -11,7 +11,8 @@ from joma_lib.io import InputUnavailableError
 from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.metrics import stable_rank, uniform_causal_entropy
 from joma_lib.lm.pythia import PythiaUnavailable, checkpoint_stable_ranks, neox_config, pythia_steps
-from joma_lib.lm.train import RunConfig, train_run
+from joma_lib.lm.config import RunConfig
+from joma_lib.lm.step import train_run
 
 transformers = pytest.importorskip("transformers")
 torch.set_num_threads(1)

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import FigureData
 from joma_lib.lm.authors import EntropySummary, SweepRuns, seed_average, summarize_entropy
-from joma_lib.lm.train import load_sweep
+from joma_lib.lm.runs import load_sweep
 from joma_lib.validation import check_choice, check_float, check_int
 
 TITLE_STYLES = ("layers", "lr")

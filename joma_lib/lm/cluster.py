@@ -1,13 +1,13 @@
 """The Slurm engine of the language-model runner: a sweep submitted as one job array through submitit.
 
 Each run of a sweep is one task of a Slurm job array. The task trains into the run's folder exactly as the
-local engine does (same layout, checkpoints and results; :func:`joma_lib.lm.train.train_run`), so a task
+local engine does (same layout, checkpoints and results; :func:`joma_lib.lm.step.train_run`), so a task
 that is requeued, preempted or timed out resumes from the run's last checkpoint and ends with the numbers of
 an uninterrupted run. Beside each run, ``<out>/<run>/slurm/`` holds ``job.json`` (the job id and the resources)
 and the links ``log.out``/``log.err`` to the task's logs; submitit's own files live in ``<out>/.submitit/``.
 Each task carries its run's name as job name.
 
-Nothing here knows the run's settings: the command line (:func:`joma_lib.lm.train.main`) decides which runs
+Nothing here knows the run's settings: the command line (:func:`joma_lib.lm.cli.main`) decides which runs
 to submit and hands over the function that trains one (the layers forbid this module to import the runner).
 Slurm is reached through its commands (``sbatch`` via submitit, ``squeue``, ``sacct``, ``scontrol``).
 """

@@ -10,7 +10,7 @@ checkpoints. Two sources of such checkpoints:
   ``"EleutherAI/pythia-70m"``);
 * **offline**: a folder holding one ``save_pretrained`` folder per step (``step0/``,
   ``step1/``, ...), the same format (the tests build one), or our own small model of the
-  same architecture (:class:`NeoXLM`) trained by :mod:`joma_lib.lm.train` with
+  same architecture (:class:`NeoXLM`) trained by :mod:`joma_lib.lm.step` with
   ``arch="gptneox"``, measured on Pythia's checkpoint schedule (:func:`pythia_steps`).
 
 ``transformers`` is imported only when a model is built or loaded.

@@ -8,8 +8,8 @@ reports that it first drops and then bounces back, like the attention entropy (S
   (the book page does so when the hub is reachable; nothing here depends on it).
 * ``c-fig7-standin``: offline stand-in, our own small model of Pythia's architecture trained on
   Wikipedia leads and measured on Pythia's checkpoint schedule (preset ``fig7-standin`` of
-  :mod:`joma_lib.lm.train`, seeds 3 and 4); ``make`` reads the committed results of the documented
-  command ``python -m joma_lib.lm.train run --preset fig7-standin --precision fp32 --jobs 2 --out runs/fig7-standin
+  :mod:`joma_lib.lm.presets`, seeds 3 and 4); ``make`` reads the committed results of the documented
+  command ``python -m joma_lib.lm run --preset fig7-standin --precision fp32 --jobs 2 --out runs/fig7-standin
   --results joma_lib/lm/results/fig7-standin.npz``.
 * ``c-fig7-quick``: a smaller, shorter version (preset ``fig7-quick``) that CI retrains.
 
@@ -35,7 +35,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, OnlineClaim, Tolerance
 from joma_lib.chapters.sweeps import RESULTS_DIR, layer_colours, load_runs
-from joma_lib.lm.train import train_preset
+from joma_lib.lm.presets import train_preset
 
 STANDIN_RESULTS = RESULTS_DIR / "fig7-standin.npz"
 #: the rebound the claim asks for, as a fraction of the drop from the start to the minimum

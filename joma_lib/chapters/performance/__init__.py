@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band
 from joma_lib.cpu import bf16_support, cpu_identity, onednn_isa_limit
-from joma_lib.lm.train import preset_auto_choice
+from joma_lib.lm.presets import preset_auto_choice
 
 __all__ = [
     "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "onednn_isa_limit", "preset_auto_choice",

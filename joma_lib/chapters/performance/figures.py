@@ -2,7 +2,7 @@
 
 The same shortened re-run (a 1-layer model on the Wikipedia-lead stand-in, the settings of
 preset ``rerun-quick`` but fewer steps) is trained for three seeds in fp32 and in bf16
-(:func:`joma_lib.lm.train.train_step` with ``precision="bf16"``; same initial weights, data
+(:func:`joma_lib.lm.step.train_step` with ``precision="bf16"``; same initial weights, data
 order and dropout masks per seed). The entropy itself is measured in fp32 in both. Claim
 ``rerun-bf16-matches-fp32``: at 90% or more of the checkpoints after the start, the bf16
 seed-mean attention entropy lies inside the band spanned by the fp32 seeds, i.e. bf16 moves the
@@ -22,7 +22,9 @@ from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec
 from joma_lib.lm.precision import require
-from joma_lib.lm.train import PRESETS, RunConfig, sweep_configs, train_on_cpu
+from joma_lib.lm.config import RunConfig, sweep_configs
+from joma_lib.lm.presets import PRESETS
+from joma_lib.lm.sweep import train_on_cpu
 
 PRECISION_SEEDS = (1, 2, 3)
 

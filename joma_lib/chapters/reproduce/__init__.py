@@ -5,7 +5,7 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 
 from __future__ import annotations
 
-from joma_lib.lm.train import PRESETS
+from joma_lib.lm.presets import PRESETS
 
 __all__ = [
     "PRESETS",

@@ -5,7 +5,8 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 
 from __future__ import annotations
 
-from joma_lib.lm.train import PRESETS, RunConfig
+from joma_lib.lm.config import RunConfig
+from joma_lib.lm.presets import PRESETS
 
 __all__ = [
     "PRESETS", "RunConfig",

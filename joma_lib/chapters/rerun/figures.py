@@ -1,9 +1,9 @@
 """Figures of the "Our re-run" page: attention entropy and stable rank while our model trains on real text.
 
 * ``c-rerun-full``: the CPU reproduction (1- and 2-layer models on Wikipedia leads, preset
-  ``rerun-full`` of :mod:`joma_lib.lm.train`, two seeds, about 7 minutes on 2 cores). ``make``
+  ``rerun-full`` of :mod:`joma_lib.lm.presets`, two seeds, about 7 minutes on 2 cores). ``make``
   reads the committed results written by the one documented command
-  (``python -m joma_lib.lm.train run --preset rerun-full --jobs 2 --out runs/rerun-full --results
+  (``python -m joma_lib.lm run --preset rerun-full --jobs 2 --out runs/rerun-full --results
   joma_lib/lm/results/rerun-full.npz``); it does not retrain.
 * ``c-rerun-srank``: the stable rank of each layer's lower MLP weight in the same runs.
 * ``c-rerun-quick``: a shortened run (preset ``rerun-quick``, about a minute) that ``make``
@@ -40,7 +40,8 @@ from joma_lib.chapters.sweeps import (
 )
 from joma_lib.lm.authors import SweepRuns
 from joma_lib.lm.data import OFFLINE_SOURCES
-from joma_lib.lm.train import PRESETS, RunConfig, preset_precision, train_preset
+from joma_lib.lm.config import RunConfig
+from joma_lib.lm.presets import PRESETS, preset_precision, train_preset
 
 NORESET_RESULTS = RESULTS_DIR / "rerun-noreset.npz"
 #: the rebound the re-run page asks of every layer (nats); the Adam-reset claim uses the same bar
@@ -71,10 +72,10 @@ def make_full(path: str = str(FULL_RESULTS)) -> FigureData:
 
 
 def make_quick(seeds: Sequence[int] | None = None, **overrides: Any) -> FigureData:
-    """Train the ``rerun-quick`` preset (:func:`~joma_lib.lm.train.train_preset`) and return its panels.
+    """Train the ``rerun-quick`` preset (:func:`~joma_lib.lm.presets.train_preset`) and return its panels.
 
     ``seeds`` replace the preset's (``calibrate`` measures the seed spread with them); ``overrides`` change
-    :class:`~joma_lib.lm.train.RunConfig` fields (e.g. ``steps``).
+    :class:`~joma_lib.lm.config.RunConfig` fields (e.g. ``steps``).
     """
     return sweep_panels(train_preset("rerun-quick", seeds, **overrides), _source("rerun-quick"))
 

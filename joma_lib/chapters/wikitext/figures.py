@@ -23,7 +23,7 @@ from joma_lib.kit.style import heatmap
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.lm.authors import ATTRIBUTION, SweepRuns, official_runs, seed_average
 from joma_lib.lm.data import OFFLINE_SOURCES
-from joma_lib.lm.train import PRESETS
+from joma_lib.lm.presets import PRESETS
 from joma_lib.validation import check_float, check_int
 
 
@@ -130,7 +130,7 @@ FIG8_CLAIMS = (
 WIKITEXT_SOURCES = ("authors", "rerun")
 RERUN_PRESET = "rerun-full"
 RERUN_RESULTS = Path(__file__).resolve().parents[2] / "lm" / "results" / f"{RERUN_PRESET}.npz"
-"""The committed results of our CPU re-run (written by ``python -m joma_lib.lm.train run --preset rerun-full``)."""
+"""The committed results of our CPU re-run (written by ``python -m joma_lib.lm run --preset rerun-full``)."""
 
 
 def _cells(runs: SweepRuns, depths: np.ndarray, lrs: np.ndarray, n_checkpoints: int, n_layers: int,

@@ -1,0 +1,191 @@
+"""Experiment runner for the language-model experiments (paper Sec. 6, Figs. 6 and 8).
+
+The command line (``python -m joma_lib.lm``) of the runs of :mod:`joma_lib.lm.step`: ``run`` trains (or
+resumes) a sweep here (:mod:`joma_lib.lm.sweep`) or on Slurm (:mod:`joma_lib.lm.cluster`), ``collect`` stacks the
+finished runs of a folder, ``status`` says where each run is::
+
+    python -m joma_lib.lm run --preset rerun-full --jobs 2 --out runs/rerun-full \\
+        --results joma_lib/lm/results/rerun-full.npz
+    python -m joma_lib.lm run --preset paper --device cuda --out runs/paper   # the paper's sweep (GPU)
+    python -m joma_lib.lm run --data ptb --layers 1 2 --lr 3e-4 --steps 2000 --out runs/x
+    python -m joma_lib.lm collect runs/x --results x.npz
+    python -m joma_lib.lm run --preset paper --engine slurm --gpus-per-run 1 --time 6:00:00 --out runs/paper
+    python -m joma_lib.lm status --out runs/paper     # each run's state and step, from its folder and Slurm
+
+Drawing the runs belongs to the figures layer: ``python -m joma_lib.chapters.rerun.figures runs/x --figure fig6 -o fig6.png``.
+
+``--preset`` fills every setting; explicit options override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from joma_lib.device import DEVICE_CHOICES, resolve_device
+from joma_lib.lm.cluster import (
+    ENGINES,
+    SlurmResources,
+    format_states,
+    require_slurm,
+    run_states,
+    submit_missing,
+    wait_for,
+)
+from joma_lib.lm.config import ADAM_RESET, ARCHS, DEFAULT_THREADS, RunConfig, sweep_configs
+from joma_lib.lm.data import CORPORA, load_splits
+from joma_lib.lm.precision import PRECISION_CHOICES, PRECISION_ENV, PRECISIONS
+from joma_lib.lm.presets import PRESETS
+from joma_lib.lm.runs import collect, finished_result, load_sweep, write_results
+from joma_lib.lm.sweep import run_sweep, sweep_precision, train_on_node
+from joma_lib.validation import check_choice, check_int
+
+_FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m joma_lib.lm", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train (or resume) a sweep of runs")
+    run.add_argument("--preset", choices=sorted(PRESETS), help="start from these settings")
+    run.add_argument("--data", choices=CORPORA)
+    run.add_argument("--layers", type=int, nargs="+")
+    run.add_argument("--lr", type=float, nargs="+")
+    run.add_argument("--seeds", type=int, nargs="+")
+    for name, kind in [("steps", int), ("eval_interval", int), ("eval_chunks", int), ("seq_len", int),
+                       ("batch_size", int), ("eval_batch_size", int), ("max_vocab", int), ("d", int), ("d_ff", int),
+                       ("dropout", float), ("clip", float), ("data_seed", int), ("n_heads", int)]:
+        run.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
+    run.add_argument("--adam-reset", dest="adam_reset", choices=ADAM_RESET,
+                     help="epoch: a new Adam at every epoch, as the authors; never: one for the whole run")
+    run.add_argument("--arch", choices=ARCHS, help="paper: the authors' model; gptneox: Pythia's (Fig. 7)")
+    run.add_argument("--log-checkpoints", dest="log_checkpoints", action="store_true", default=None,
+                     help="also record at steps 1, 2, 4, ... below --eval-interval (Pythia's schedule)")
+    run.add_argument("--precision", choices=PRECISION_CHOICES,
+                     help="fp32 (default without a preset), bf16 mixed precision, or auto: the faster of the two here")
+    run.add_argument("--device", choices=DEVICE_CHOICES, default=None, help="default: $JOMA_DEVICE or auto")
+    run.add_argument("--out", required=True, help="directory of the runs (checkpoints and per-run results)")
+    run.add_argument("--results", help="also write the collected sweep here (npz + json)")
+    run.add_argument("--jobs", type=int, default=1, help="train this many runs at once (does not change the results)")
+    run.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                     help=f"CPU threads of each run (default {DEFAULT_THREADS}; recorded, a resume must use the same)")
+    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--engine", choices=ENGINES, default="local",
+                     help="local: a pool of --jobs processes here (default); slurm: one job-array task per run, "
+                          "submitted through submitit (finished or queued runs are skipped)")
+    run.add_argument("--partition", help="slurm: the partition (default: the cluster's)")
+    run.add_argument("--gpus-per-run", dest="gpus_per_run", type=int, default=0, help="slurm: GPUs of each task")
+    run.add_argument("--time", default=SlurmResources.time,
+                     help=f"slurm: time limit of each task (default {SlurmResources.time}); at the limit a task is "
+                          "requeued and resumes from its checkpoint")
+    col = sub.add_parser("collect", help="stack the finished runs of a directory into one npz")
+    col.add_argument("out")
+    col.add_argument("--results", required=True)
+    stat = sub.add_parser("status", help="each run's state and step, from its folder and (where reachable) Slurm")
+    stat.add_argument("--out", required=True, help="directory of the runs")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> tuple[RunConfig, list[int], list[float], list[int]]:
+    """The base config and the sweep axes from parsed ``run`` arguments (preset, then explicit options)."""
+    settings: dict[str, Any] = dict(PRESETS[args.preset]) if args.preset else {}
+    for name in _FIELD_TYPES:
+        value = getattr(args, name, None)
+        if value is not None and name not in ("n_layers", "lr", "seed"):
+            settings[name] = value
+    for axis in ("layers", "lr", "seeds"):
+        if getattr(args, axis) is not None:
+            settings[axis] = getattr(args, axis)
+    layers = settings.pop("layers", [1])
+    lrs = settings.pop("lr", [1e-4])
+    seeds = settings.pop("seeds", [1])
+    base = RunConfig(**settings)
+    sweep_configs(base, layers, lrs, seeds)  # validates every combination before any training
+    return base, layers, lrs, seeds
+
+
+def _sweep_meta(configs: Sequence[RunConfig]) -> dict[str, Any]:
+    return {"configs": [asdict(c) for c in configs], "torch": torch.__version__}
+
+
+def _slurm_precision(configs: Sequence[RunConfig], device: str, gpus: int, threads: int) -> list[RunConfig]:
+    """``configs`` with ``precision="auto"`` decided once for the whole sweep before it is submitted, as a local
+    sweep decides it (:func:`sweep_precision`), so that the runs are named and trained alike: for tasks on a GPU
+    (``device`` cuda, or auto with ``gpus``) auto means bf16 (``$JOMA_PRECISION`` overrides it), which a node
+    whose GPU lacks bf16 trains in fp32; for CPU tasks it is measured here, so the nodes are assumed to have this
+    machine's CPUs. Each run records the precision it used (``precision_used``), as a local run does."""
+    if device == "cuda" or (device == "auto" and gpus > 0):
+        precision = check_choice(PRECISION_ENV, os.environ.get(PRECISION_ENV) or "bf16", PRECISIONS)
+        return [replace(c, precision=precision) if c.precision == "auto" else c for c in configs]
+    return sweep_precision(configs, torch.device("cpu"), threads)
+
+
+def _run_on_slurm(args: argparse.Namespace, configs: Sequence[RunConfig]) -> None:
+    """``run --engine slurm``: submit the runs that are not finished or queued; with ``--results``, wait for all of
+    them and write the collected sweep. Runs are named after the corpus that loads here (a stand-in offline)."""
+    check_int("threads", args.threads, 1, 1024)
+    resources = SlurmResources(args.partition, args.gpus_per_run, args.time, args.threads).validated()
+    require_slurm()
+    corpora: dict[tuple[str, int], str] = {}
+    for cfg in configs:
+        if (cfg.data, cfg.data_seed) not in corpora:
+            splits, note = load_splits(cfg.data, seed=cfg.data_seed)
+            corpora[cfg.data, cfg.data_seed] = splits.name
+            print(note)
+    configs = [replace(c, data=corpora[c.data, c.data_seed]) for c in configs]
+    out = Path(args.out).absolute()
+    device = args.device or os.environ.get("JOMA_DEVICE", "auto")
+    configs = _slurm_precision(configs, device, resources.gpus, args.threads)
+    by_name = {c.name: c for c in configs}
+    submit_missing(out, [(c.name, (c, str(out), device, args.threads)) for c in configs],
+                   lambda name: finished_result(out / name / "result.npz", by_name[name]) is not None,
+                   train_on_node, resources, f"joma-{out.name}")
+    if args.results:
+        wait_for(out, list(by_name), log=lambda _: None)
+        runs = [finished_result(out / c.name / "result.npz", c) for c in configs]
+        if any(r is None for r in runs):
+            raise ValueError(f"{out} holds results of other settings for "
+                             f"{', '.join(c.name for c, r in zip(configs, runs, strict=True) if r is None)}")
+        write_results(Path(args.results), collect([r for r in runs if r is not None], configs), _sweep_meta(configs))
+        print(f"wrote {args.results}")
+    else:
+        print(f"follow them with `python -m joma_lib.lm status --out {args.out}`; when they are done, "
+              f"`python -m joma_lib.lm collect {args.out} --results sweep.npz`")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run" and args.engine == "slurm":
+            base, layers, lrs, seeds = config_from_args(args)
+            _run_on_slurm(args, sweep_configs(base, layers, lrs, seeds))
+        elif args.command == "status":
+            print(format_states(*run_states(args.out)))
+        elif args.command == "run":
+            base, layers, lrs, seeds = config_from_args(args)
+            configs = sweep_configs(base, layers, lrs, seeds)
+            resolve_device(args.device)
+            data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
+                                      not args.no_progress, jobs=args.jobs, threads=args.threads)
+            if args.results:
+                write_results(Path(args.results), data, _sweep_meta(configs))
+                print(f"wrote {args.results}")
+        else:
+            data, configs = load_sweep(args.out)
+            write_results(Path(args.results), data, _sweep_meta(configs))
+            print(f"wrote {args.results} ({len(configs)} runs)")
+    except (ValueError, OSError, RuntimeError) as err:  # bad settings, damaged files, a locked run: one line
+        print("error: " + " ".join(str(err).split()), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:
+        where = f"{err}; " if str(err) else ""
+        print(f"interrupted: {where}finished runs are kept; run the same command again to resume", file=sys.stderr)
+        return 130
+    return 0

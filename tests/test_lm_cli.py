@@ -1,0 +1,67 @@
+"""The command line of the runs (:mod:`joma_lib.lm.cli`): run, collect and plot; clear errors for bad settings."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import joma_lib.lm.sweep as sweep_module
+from joma_lib.chapters.rerun.figures import main as plot_main
+from joma_lib.lm.cli import main
+from joma_lib.lm.runs import load_sweep
+
+torch.set_num_threads(1)
+
+
+def test_command_line_runs_collects_and_plots(tmp_path, tiny_run_data, monkeypatch, capsys):
+    monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_run_data)
+    args = ["run", "--data", "ptb", "--layers", "1", "2", "--lr", "3e-3", "--seeds", "5", "--steps", "8",
+            "--eval-interval", "4", "--eval-chunks", "2", "--seq-len", "10", "--batch-size", "4",
+            "--eval-batch-size", "3", "--max-vocab", "200", "--d", "16", "--d-ff", "16", "--device", "cpu",
+            "--no-progress", "--out", str(tmp_path / "runs"), "--results", str(tmp_path / "sweep.npz")]
+    assert main(args) == 0
+    with np.load(tmp_path / "sweep.npz") as npz:
+        assert npz["attn_entropy"].shape == (2, 3, 2) and npz["nlayers"].tolist() == [1, 2]
+    data, configs = load_sweep(tmp_path / "runs")
+    assert [c.n_layers for c in configs] == [1, 2]
+    assert plot_main([str(tmp_path / "runs"), "--figure", "fig6", "-o", str(tmp_path / "fig6.png")]) == 0
+    assert (tmp_path / "fig6.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--layers", "0"], "n_layers"),
+    (["--lr=-1e-3"], "lr"),
+    (["--steps", "10", "--eval-interval", "20"], "eval_interval"),
+    (["--max-vocab", "1"], "max_vocab"),
+    (["--dropout", "1.5"], "dropout"),
+])
+def test_bad_arguments_give_a_clear_error(tmp_path, capsys, extra, message):
+    assert main(["run", "--preset", "rerun-quick", "--out", str(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and message in err
+    assert not any(tmp_path.iterdir())  # nothing trained
+
+
+def test_unknown_choices_are_refused_by_the_parser(tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--data", "wikitext5", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert plot_main([str(tmp_path / "missing"), "-o", str(tmp_path / "x.png")]) == 2
+
+
+def test_wikitext_offline_runs_on_the_named_stand_in(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["run", "--data", "wikitext2", "--layers", "1", "--steps", "2", "--eval-interval", "2", "--eval-chunks",
+            "1", "--seq-len", "5", "--batch-size", "2", "--max-vocab", "100", "--d", "8", "--d-ff", "8",
+            "--device", "cpu", "--no-progress", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert "using the offline stand-in wikivital" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir()] == ["wikivital_L1_lr0.0001_s1"]
+
+
+def test_python_m_joma_lib_lm_is_the_command_line():
+    proc = subprocess.run([sys.executable, "-m", "joma_lib.lm", "status", "--help"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m joma_lib.lm status")

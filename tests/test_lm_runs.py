@@ -1,0 +1,32 @@
+"""A run's folder and the collected runs (:mod:`joma_lib.lm.runs`): stacking runs, reusing stored results."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from joma_lib.lm.runs import collect
+from joma_lib.lm.step import train_run
+
+torch.set_num_threads(1)
+
+
+def test_collect_pads_shallow_models_with_nan(tiny_run):
+    runs = [{"minibatch": np.array([0, 5]), "val_loss": np.array([3.0, 2.0]), "train_loss": np.array([np.nan, 2.5]),
+             "attn_entropy": np.ones((2, n)), "stable_rank": np.full((2, n), 4.0)} for n in (1, 3)]
+    out = collect(runs, [replace(tiny_run, n_layers=1), replace(tiny_run, n_layers=3, seed=9)])
+    assert out["attn_entropy"].shape == (2, 2, 3)
+    assert np.isnan(out["attn_entropy"][0, :, 1:]).all() and np.isfinite(out["attn_entropy"][1]).all()
+    assert out["nlayers"].tolist() == [1, 3] and out["seed"].tolist() == [5, 9]
+
+
+def test_results_stored_before_a_config_field_existed_are_reused(tmp_path, tiny_run_data, tiny_run):
+    first = train_run(tiny_run, tmp_path, device="cpu", progress=False, data=tiny_run_data)
+    meta_path = tmp_path / tiny_run.name / "result.json"
+    meta = json.loads(meta_path.read_text())
+    for later_field in ("arch", "n_heads", "log_checkpoints"):  # as written by an older version of the runner
+        del meta["config"][later_field]
+    meta_path.write_text(json.dumps(meta))
+    again = train_run(tiny_run, tmp_path, device="cpu", progress=False, data=tiny_run_data, stop_at=0)
+    assert again is not None and again["val_loss"].tolist() == first["val_loss"].tolist()
