@@ -72,6 +72,24 @@ def figure_data(kept_figure_data) -> Callable[[str], dict[str, np.ndarray]]:
 
 
 @pytest.fixture
+def theorem1_holds() -> Callable[[str], dict[str, np.ndarray]]:
+    """``theorem1_holds(attention)``: check Theorem 1 for a registered attention kind (CONTRIBUTING.md, "Add an
+    attention kind") and return the flow: along the gradient flow the logits move, the invariant's residual
+    vanishes and the logits Theorem 1 predicts from ``V`` are the flow's."""
+    from joma_lib.invariants import flow_check, predicted_logits
+
+    def check(attention: str) -> dict[str, np.ndarray]:
+        flow = flow_check(attention, "tanh", t_end=5.0, n_points=6)
+        assert np.abs(flow["z"]).max() > 0.05, "the logits move"
+        assert flow["residual"].max() <= 1e-7, f"Theorem 1's residual for {attention}: {flow['residual'].max():.2e}"
+        z_hat = predicted_logits(flow["V"], flow["z"][0], flow["V"][0], attention)
+        np.testing.assert_allclose(z_hat, flow["z"], atol=1e-7)
+        return flow
+
+    return check
+
+
+@pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test at the first attempt to open a network connection: an offline path must not try one (so it
     cannot hang or retry, whatever the machine's load)."""

@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, MaxNLocator, NullLocator
 
-from joma_lib.attention_kinds import ATTENTIONS, attention_kind
+from joma_lib.attention_kinds import ATTENTION_KINDS, attention_kind
 from joma_lib.block import ACTIVATIONS
 from joma_lib.kit.style import figure_style
 from joma_lib.invariants import toy_check
@@ -102,7 +102,7 @@ def theorem1_live_widget(attention: str = "exp", phi: str = "relu", lr_ratio: fl
     from joma_lib.kit.widget import LiveWidget
 
     controls = {
-        "attention": widgets.Dropdown(options=list(ATTENTIONS), description="attention"),
+        "attention": widgets.Dropdown(options=list(ATTENTION_KINDS), description="attention"),
         "phi": widgets.Dropdown(options=list(ACTIVATIONS), description="phi"),
         "lr_ratio": widgets.SelectionSlider(options=list(LR_RATIOS), description="eta_z/eta_w"),
         "seed": widgets.IntSlider(min=0, max=9, description="seed"),
