@@ -91,10 +91,6 @@ def test_bad_precision_is_rejected_with_the_allowed_values():
     x, y = _batch()
     with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]"):
         train_step(model, make_optimizer(model, 1e-3), x, y, 0.5, precision="fp16")
-    with pytest.raises(ValueError, match="precision"):
-        RunConfig(precision="half").validated()
-    assert RunConfig(precision="bf16").name.endswith("_bf16")
-    assert RunConfig().name == "wikitext2_L1_lr0.0001_s1"  # fp32 runs keep their directory names
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -67,10 +67,6 @@ def test_hub_checkpoints_fail_fast_offline(monkeypatch):
 def test_bad_model_settings_are_refused():
     with pytest.raises(ValueError, match="multiple of n_heads"):
         neox_config(50, 2, d=10, n_heads=3, d_ff=8)
-    with pytest.raises(ValueError, match="n_heads must be 1"):
-        RunConfig(n_heads=2).validated()
-    with pytest.raises(ValueError, match="arch"):
-        RunConfig(arch="gpt5").validated()
 
 
 def test_runner_trains_the_pythia_architecture_on_the_log_schedule(tmp_path):

@@ -1,0 +1,36 @@
+"""joma_lib.chapters.audit: the "Checks and audit" appendix's figure (c-setting-pretrained) and Table 1's
+configuration search table."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from joma_lib.chapters.audit import exploration_markdown
+from joma_lib.chapters.audit.figures import make_pretrained
+from joma_lib.kit import draw, evaluate_figure, get_spec, load_reference
+from joma_lib.multilayer import EXPLORED, read_explorations, select_configuration
+
+
+def test_the_pretrained_claims_come_out_as_the_book_states_on_the_reference():
+    rows = evaluate_figure("c-setting-pretrained", load_reference("c-setting-pretrained"))
+    assert {r.claim_id for r in rows} == {c.claim_id for c in get_spec("c-setting-pretrained").claims}
+    assert all(r.verdict == r.book_says for r in rows), [(r.claim_id, r.verdict) for r in rows]
+    assert len(draw("c-setting-pretrained", load_reference("c-setting-pretrained")).axes) >= 2
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [({"source": "cloud"}, "source"), ({"n_tokens": 1}, "n_tokens")])
+def test_bad_arguments_name_the_parameter(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_pretrained(**kwargs)
+
+
+def test_the_exploration_table_has_one_row_per_configuration_and_bolds_the_chosen_one():
+    table = exploration_markdown()
+    rows = [line for line in table.splitlines()[2:]]
+    assert len(rows) == len(EXPLORED)
+    chosen = select_configuration(read_explorations())
+    bold = re.findall(r"^\| \*\*(\S+)\*\* \|", table, flags=re.M)
+    assert bold == ([chosen] if chosen else [])
+    assert sum(row.endswith("| yes |") for row in rows) == (1 if chosen else 0)
