@@ -7,12 +7,12 @@ executed) and no timings. And every page imports from the kit and its own chapte
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import re
 from pathlib import Path
 
+import book_layout
 import jupytext
 import pytest
 
@@ -94,35 +94,20 @@ def test_imports_are_visible_once(page: str) -> None:
     assert len(importing) <= 1, [c.source.splitlines()[0] for c in importing]
 
 
-def _imports(source: str) -> list[tuple[str, list[str]]]:
-    """(module, imported names) of every import statement of a code cell; IPython magics and shell lines dropped."""
-    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-    found: list[tuple[str, list[str]]] = []
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.ImportFrom):
-            found.append(("." * node.level + (node.module or ""), [alias.name for alias in node.names]))
-        elif isinstance(node, ast.Import):
-            found.extend((alias.name, []) for alias in node.names)
-    return found
-
-
-
 def _library_imports(page: str) -> list[tuple[str, list[str]]]:
     """The page's imports from ``joma_lib``, over all its code cells."""
     return [(module, names) for cell in _cells(page) if cell.cell_type == "code"
-            for module, names in _imports(cell.source) if module.split(".")[0] == "joma_lib"]
+            for module, names in book_layout.library_imports(cell.source)]
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_imports_its_chapter_and_the_kit_only(page: str) -> None:
     """A page's public surface is ``joma_lib.kit`` and its own ``joma_lib.chapters.<page>`` (whose ``__all__``
-    re-exports what the page needs from the layers below): no other module of the library, no private name."""
-    allowed = {"joma_lib.kit", f"joma_lib.chapters.{page}"}
+    re-exports what the page needs from the layers below): no other module of the library, no private name
+    (the rule of CONTRIBUTING's "Add a page", :func:`book_layout.page_errors`)."""
+    if "kernelspec:" in (ROOT / "book" / f"{page}.md").read_text():  # a notebook (not bibliography, symbols)
+        assert book_layout.page_errors(ROOT, page) == []
     for module, names in _library_imports(page):
-        assert module in allowed, f"{page}.md imports {module}; pages import from {sorted(allowed)} only"
-        assert names, f"{page}.md imports the module {module}; import its public names"
-        private = [name for name in names if name.startswith("_")]
-        assert not private, f"{page}.md imports private names {private} from {module}"
         exported = set(importlib.import_module(module).__all__)
         assert set(names) <= exported, f"{module}.__all__ lacks {sorted(set(names) - exported)}"
 
