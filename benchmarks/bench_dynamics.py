@@ -35,13 +35,12 @@ from scipy.special import erf
 
 from joma_lib.dynamics import (
     blowup_time,
-    fig4_mu,
     integrate_linear,
     integrate_nonlinear,
     linear_closed_form,
     nonlinear_by_quadrature,
-    simulate_softmax_attention,
 )
+from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
 RTOL, ATOL = 1e-10, 1e-12
 

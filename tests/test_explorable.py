@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 import sphinx_plotly  # _ext/, on sys.path via pytest's pythonpath
 import sphinx_widgets  # _ext/
 
-from joma_lib.dynamics import fig4_mu, simulate_softmax_attention
+from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
 from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
 from joma_lib.chapters.explore.figures import MODES, make_explorer_grid, plot_grid
 from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer

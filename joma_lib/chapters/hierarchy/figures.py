@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from joma_lib.dynamics import row_entropy
+from joma_lib.softmax_dynamics import row_entropy
 from joma_lib.kit.explorer import increasing_values
 from joma_lib.kit.style import heatmap
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
@@ -38,17 +38,9 @@ from joma_lib.latent_tree import (
     cooccurrence_monte_carlo,
     sample_hblt,
 )
-from joma_lib.multilayer import (
-    CONFIGS,
-    Table1Config,
-    EXPLORED,
-    WIDE_RESULTS_FILE,
-    read_explorations,
-    run_table1,
-    seed_std,
-    select_configuration,
-    token_baseline,
-)
+from joma_lib.multilayer import Table1Config, token_baseline
+from joma_lib.table1.exploration import EXPLORED, read_explorations, select_configuration
+from joma_lib.table1.runs import CONFIGS, WIDE_RESULTS_FILE, run_table1, seed_std
 
 
 
@@ -267,7 +259,7 @@ nearly constant scores does not count as many standard deviations."""
 
 
 def make_table1(config: str = "quick", device: str | None = None) -> FigureData:
-    """Table 1 of the ``config`` configuration (:data:`joma_lib.multilayer.CONFIGS`).
+    """Table 1 of the ``config`` configuration (:data:`joma_lib.table1.runs.CONFIGS`).
 
     For each kind of network (``trained``, ``init``: the same at initialisation, ``control``: the same
     initial network trained on shuffled labels) ``<kind>`` is the alignment matrix
@@ -288,7 +280,7 @@ def _with_seed_stats(data: FigureData, name: str, scores: np.ndarray) -> None:
 
 
 def _table1_data(arrays: dict[str, np.ndarray], config: Table1Config) -> FigureData:
-    """The figure data of a Table 1 run (:meth:`joma_lib.multilayer.Table1Result.arrays`), made with ``config``."""
+    """The figure data of a Table 1 run (:meth:`joma_lib.table1.runs.Table1Result.arrays`), made with ``config``."""
     settings = [(int(n), tuple(int(s) for s in sizes))
                 for n, sizes in zip(arrays["n_combinations"], arrays["level_sizes"])]
     seeds = [int(seed) for seed in arrays["seeds"]]
@@ -383,7 +375,7 @@ def table1_markdown(data: FigureData) -> str:
 
 
 def exploration_markdown() -> str:
-    """Every explored Table 1 configuration (:data:`joma_lib.multilayer.EXPLORED`) with the stored outcome
+    """Every explored Table 1 configuration (:data:`joma_lib.table1.exploration.EXPLORED`) with the stored outcome
     that the selection rule reads, as a Markdown table; the selected one in bold."""
     explored = read_explorations()
     chosen = select_configuration(explored)

@@ -8,14 +8,8 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from joma_lib.dynamics import (
-    convergence_rate_ratio,
-    fig4_mu,
-    integrate_nonlinear,
-    row_entropy,
-    simulate_softmax_attention,
-    softmax_attention,
-)
+from joma_lib.dynamics import convergence_rate_ratio, integrate_nonlinear
+from joma_lib.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.lm.authors import summarize_entropy
 from joma_lib.nonlinear import (
