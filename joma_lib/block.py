@@ -173,6 +173,7 @@ def attention(z: torch.Tensor, X: torch.Tensor, kind: str, temperature: float) -
     """
     return attention_kind(kind).kernel((z / temperature)[..., None], X)
 
+
 class TorchBlock:
     """Torch forward pass of ``R`` replicas on fixed inputs (used by :func:`train` and the engines of
     :mod:`joma_lib.block_engines`)."""
@@ -208,6 +209,7 @@ def _tensors(state: BlockState) -> list[torch.Tensor]:
 
 
 def check_state(spec: BlockSpec, state: BlockState) -> None:
+    """Validate ``state`` against ``spec``: shapes of ``W``, ``z`` and ``A`` (present iff the top layer is), finite."""
     R = state.n_replicas
     shapes = {"W": (state.W.shape, (R, spec.d, spec.n_hidden)), "z": (state.z.shape, (R, spec.n_context))}
     if spec.top_layer:
@@ -223,6 +225,7 @@ def check_state(spec: BlockSpec, state: BlockState) -> None:
 
 
 def learning_rates(lr_z: float, lr_w: float, lr_top: float | None) -> tuple[float, float, float]:
+    """Validated ``(lr_z, lr_w, lr_top)``, each > 0; the top layer's rate defaults to ``lr_w``."""
     lr_z = check_float("lr_z", lr_z, 0, low_open=True)
     lr_w = check_float("lr_w", lr_w, 0, low_open=True)
     lr_top = lr_w if lr_top is None else check_float("lr_top", lr_top, 0, low_open=True)
@@ -272,5 +275,6 @@ def recorded_steps(steps: int, record_every: int) -> set[int]:
 
 
 def diverged_error(step: int, lr_z: float, lr_w: float) -> ValueError:
+    """The error a training engine raises when the loss stops being finite at ``step``."""
     return ValueError(f"training diverged at step {step} (the loss is no longer finite): reduce lr_z ({lr_z:g}) "
                       f"and lr_w ({lr_w:g})")
