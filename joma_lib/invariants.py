@@ -175,7 +175,7 @@ def theorem1_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n
                   concentration: float = 1.0, temperature: float = 1.0,
                   ) -> tuple[BlockSpec, np.ndarray, np.ndarray, BlockState]:
     """A small block for Theorem 1 checks: ``M_C = 8``, ``K = 6``, 4 classes, ``d = 12``, trainable top layer,
-    a random rotation of the coordinate embeddings, Dirichlet bags (:func:`dirichlet_bags`).
+    a random rotation of the coordinate embeddings, Dirichlet bags (:func:`joma_lib.bags.dirichlet_bags`).
 
     ``W`` and ``A`` start at scale 0.3 so that the logits move by ``O(1)`` within a few hundred SGD steps of
     learning rate 0.1 (the residual check is then not vacuous). ``z(0) = 0`` except for linear attention,
