@@ -32,16 +32,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from joma_lib.dynamics import (
-    blowup_time,
-    fig4_mu,
-    integrate_linear,
-    integrate_nonlinear,
-    linear_closed_form,
-    nonlinear_by_quadrature,
-    simulate_softmax_attention,
-)
+from joma_lib.dynamics import blowup_time, integrate_linear, integrate_nonlinear, linear_closed_form, nonlinear_by_quadrature
 from joma_lib.kit.benchmarks import save_results
+from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
 RTOL, ATOL = 1e-10, 1e-12
 

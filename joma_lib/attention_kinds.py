@@ -12,7 +12,7 @@ need to know about it:
 * the logit ``z_start`` at which toy runs start (linear attention outputs ``b = 0`` at ``z = 0`` and would
   never move);
 * optionally its **score** in numpy, ``g(s)`` and ``g'(s)`` for a kernel of the form ``b = x g(s)`` (normalised
-  over the tokens for normalised kinds): the hand-written gradients of :func:`joma_lib.block.train_sgd_numpy`
+  over the tokens for normalised kinds): the hand-written gradients of :func:`joma_lib.block_engines.train_sgd_numpy`
   (the fast path of the Theorem 1 widget) need it; a kind without it trains through torch autograd only.
 
 Adding a kind is one entry in :data:`ATTENTION_KINDS` (see CONTRIBUTING.md, "Add an attention kind").

@@ -11,7 +11,8 @@ and ``eta_w`` (MLP) keeps ``G(z) - Q(V)`` constant in time, where (``r = eta_z /
 ``G`` and the coefficient of each kind are registered in :mod:`joma_lib.attention_kinds`.
 Squares act elementwise. The constant ``c = G(z(0)) - Q(V(0))`` is zero under zero initialisation.
 Figure 2 of the paper checks the softmax case with the normalised correlation :func:`normalized_correlation`;
-:func:`toy_check` (SGD) and :func:`flow_check` (gradient flow) check the theorem along a run of the toy block.
+:func:`toy_check` (SGD) and :func:`flow_check` (gradient flow) check the theorem along a run of the toy block
+:func:`theorem1_toy`; :func:`mean_attention` is the ``b-bar`` of the softmax case.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 from joma_lib.attention_kinds import AttentionKind, attention_kind
-from joma_lib.block import BlockSpec, gradient_flow, theorem1_toy, mean_attention, train, train_sgd_numpy
+from joma_lib.bags import dirichlet_bags
+from joma_lib.block import DTYPE, BlockSpec, BlockState, attention, check_bags, init_state, train
+from joma_lib.block_engines import gradient_flow, train_sgd_numpy
 from joma_lib.validation import as_finite_array, check_broadcast, check_choice, check_float, check_int
 
 
@@ -96,6 +100,16 @@ def _finite(value: np.ndarray, given: dict[str, Any]) -> np.ndarray:
     return value
 
 
+def mean_attention(spec: BlockSpec, z: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``b-bar = E_x[b]`` (R, M_C) for logits ``z`` (R, M_C): the mean attention of Theorem 1 (softmax)."""
+    z = as_finite_array("z", z)
+    if z.ndim != 2 or z.shape[1] != spec.n_context:
+        raise ValueError(f"z must have shape (R, M_C) with M_C={spec.n_context}, got {z.shape}")
+    X = check_bags(spec, X, z.shape[0])
+    b = attention(torch.tensor(z, dtype=DTYPE), torch.tensor(X, dtype=DTYPE), spec.attention, spec.temperature)
+    return b.mean(dim=2).numpy()
+
+
 def reference_mean_attention(spec: BlockSpec, z0: np.ndarray, X: np.ndarray) -> np.ndarray | None:
     """``b-bar`` at the start (R, M_C) for normalised kinds (Theorem 1's softmax case), None for the others."""
     return mean_attention(spec, z0, X) if attention_kind(spec.attention).normalized else None
@@ -157,21 +171,40 @@ def normalized_correlation(a: np.ndarray, b: np.ndarray, eps: float = 1e-8) -> n
     return (a * b).sum(axis=-1) / ((np.linalg.norm(a, axis=-1) + eps) * (np.linalg.norm(b, axis=-1) + eps))
 
 
+def theorem1_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n_samples: int = 64,
+                  concentration: float = 1.0, temperature: float = 1.0,
+                  ) -> tuple[BlockSpec, np.ndarray, np.ndarray, BlockState]:
+    """A small block for Theorem 1 checks: ``M_C = 8``, ``K = 6``, 4 classes, ``d = 12``, trainable top layer,
+    a random rotation of the coordinate embeddings, Dirichlet bags (:func:`joma_lib.bags.dirichlet_bags`).
+
+    ``W`` and ``A`` start at scale 0.3 so that the logits move by ``O(1)`` within a few hundred SGD steps of
+    learning rate 0.1 (the residual check is then not vacuous). ``z(0) = 0`` except for linear attention,
+    where ``z(0) = 1`` (with ``z = 0`` linear attention outputs ``b = 0`` and the logits never move).
+    Returns ``(spec, X, y, state)`` with one replica.
+    """
+    spec = BlockSpec(n_context=8, d=12, n_hidden=6, n_classes=4, attention=attention, phi=phi,
+                     temperature=temperature, top_layer=True, embedding_seed=3)
+    X, y = dirichlet_bags(8, 4, n_samples, concentration=concentration, signal=4.0, seed=seed)
+    state = init_state(spec, [seed + 1000], w_scale=0.3, a_scale=0.3, z_scale=0.0,
+                       z_offset=attention_kind(attention).z_start)
+    return spec, X, y, state
+
+
 TOY_ENGINES = ("torch", "numpy")
 
 
 def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, concentration: float = 1.0,
               steps: int = 400, lr_w: float = 0.1, lr_ratio: float = 1.0, record_every: int = 1,
               temperature: float = 1.0, engine: str = "torch") -> dict[str, np.ndarray]:
-    """Train the toy block (:func:`joma_lib.block.theorem1_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
+    """Train the toy block (:func:`theorem1_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
     compare its logits with Theorem 1 (``b-bar`` = mean attention at ``t = 0`` for softmax); ``temperature``
     is the attention's ``T``. ``engine="torch"`` trains with :func:`joma_lib.block.train` (autograd, the
-    reference), ``"numpy"`` with :func:`joma_lib.block.train_sgd_numpy` (hand-written gradients, the same run
+    reference), ``"numpy"`` with :func:`joma_lib.block_engines.train_sgd_numpy` (hand-written gradients, the same run
     up to rounding, faster; kinds with a numpy score only).
 
     Returns ``steps``; ``z`` and ``z_hat`` (n, M_C); ``nc`` = NC(z-hat, z) (n,); ``residual`` (the invariant
     scaled by ``eta_z / eta_w``) and ``residual_unscaled`` (ratio ignored), see
-    :func:`joma_lib.invariants.invariant_residual`.
+    :func:`invariant_residual`.
     """
     lr_ratio = check_float("lr_ratio", lr_ratio, 0, low_open=True)
     lr_w = check_float("lr_w", lr_w, 0, low_open=True)

@@ -17,34 +17,25 @@ Two controls share each trained network's seed, hence its initial weights and te
 the network at initialisation, and the same network trained on shuffled labels (labels drawn
 independently of the sequence), which sees the same inputs and optimiser but nothing to learn.
 
-Command line (``--config quick`` runs on 2 CPU cores in about a minute; ``full`` is the
-paper's configuration, meant for a GPU)::
-
-    python -m joma_lib.multilayer --config quick|full --device auto|cpu|cuda --seeds 1 2 3
-    python -m joma_lib.multilayer --explore [NAME ...]        # the configuration search (resumable)
-    python -m joma_lib.multilayer --config full --seeds 1 --init-only FILE   # untrained scores at any width
+This module holds one run: its configuration (:class:`Table1Config`), the model, its training and its scores.
+The named configurations and the whole table are in :mod:`joma_lib.table1.runs`, the configuration search in
+:mod:`joma_lib.table1.exploration`, the command line in :mod:`joma_lib.table1.cli`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
 from joma_lib.combination_hierarchy import CombinationHierarchy, HierarchySample
-from joma_lib.device import DEVICE_CHOICES, pinned_threads, resolve_device
-from joma_lib.io import atomic_path
-from joma_lib.validation import as_finite_array, check_choice, check_float, check_int
+from joma_lib.device import pinned_threads, resolve_device
+from joma_lib.validation import as_finite_array, check_float, check_int
 
 Setting = tuple[int, tuple[int, ...]]
 """A row group of Table 1: (number of combinations per symbol, sizes of the latent levels)."""
@@ -103,78 +94,6 @@ class Table1Config:
             if self.n_layers < len(sizes):
                 raise ValueError(f"n_layers must be >= the number of latent levels scored ({len(sizes)}), "
                                  f"got {self.n_layers}")
-
-
-_PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size=32, lr=3e-3, n_test=1024,
-                                 cpu_threads=1, seeds=(1, 2, 3))
-"""The paper's data sizes (M = 100, C = 20, MLP width 128 = 4 x 32) on the quick CPU training budget."""
-
-CONFIGS: dict[str, Table1Config] = {
-    # The paper's run (the authors' README command; lr, wd, d as filtered by their table script; 5 seeds is
-    # our choice). About 20 runs x 10k steps: an estimated few minutes per run on a GPU
-    # (not measured), days on a CPU
-    # (one step of width 1024 took 6-35 s on the shared 2-core machine).
-    "full": Table1Config(),
-    # The larger run of book/hierarchy.md, same data, steps and controls as "quick" but 4x the width (MLP 4 x d as
-    # in "quick"): the widest that fits 10 CPU-minutes on one core. Measured on the shared 2-core machine (20 vs
-    # 80 steps, extrapolated to the 24 runs of 300 steps): width 128: 314-452 CPU-s, 160: 685, 192: 810, 256: 1414.
-    "wide": replace(_PAPER_DATA_QUICK, d_model=128, d_hidden=512),
-    # Scaled down for 2 CPU cores (about 40 s of CPU time for the whole table): width 32 instead of 1024,
-    # 300 Adam steps of 32 sequences at lr 3e-3 instead of 10k steps of 128 at 1e-4, 3 seeds, one thread.
-    "quick": _PAPER_DATA_QUICK,
-}
-
-
-WIDE_RESULTS_FILE = Path(__file__).parent / "lm" / "results" / "table1-wide.npz"
-"""The stored run of the ``wide`` configuration (``--config wide --device cpu --save <this file>``), read back by
-the figure ``c-table1-wide``."""
-
-EXPLORATION_FILE = Path(__file__).parent / "lm" / "results" / "table1-exploration.json"
-"""Outcomes of the explored configurations (``python -m joma_lib.multilayer --explore``)."""
-
-EXPLORED: dict[str, Table1Config] = {
-    # Every CPU configuration tried in search of one where layer-0 alignment is not already there at
-    # initialisation (book/hierarchy.md lists them with their outcomes). Fixed before any of them ran; the
-    # selection rule (:func:`select_configuration`) looks only at the untrained scores, the training loss
-    # on the real labels and the time, never at the trained or shuffled-label scores.
-    "paper-data": _PAPER_DATA_QUICK,
-    "narrow": replace(_PAPER_DATA_QUICK, d_hidden=32),
-    "small-vocab": replace(_PAPER_DATA_QUICK, n_vocab=20),
-    "small-vocab-narrow": replace(_PAPER_DATA_QUICK, n_vocab=20, d_hidden=32),
-    "small-vocab-narrow-100-classes": replace(_PAPER_DATA_QUICK, n_vocab=20, d_hidden=32, n_class=100),
-}
-
-
-class Exploration(NamedTuple):
-    """What the selection rule may look at for one explored configuration (real labels only)."""
-
-    init_layer0: np.ndarray  # (n_settings,) seed-mean layer-0 score of level 0 at initialisation
-    final_loss: np.ndarray  # (n_settings,) seed-mean training loss over the last 10% of steps
-    cpu_seconds: float  # CPU time of training every (setting, seed) once
-
-
-MAX_INIT_LAYER0 = 0.8
-"""Selection rule: the untrained layer-0 score must leave room for learning in every setting."""
-
-MAX_LOSS_FRACTION = 0.25
-"""Selection rule: the network must learn the task, final loss <= this fraction of chance (ln n_class)."""
-
-MAX_CPU_SECONDS = 60.0
-"""Selection rule: the real-label runs must fit about half of the ~90 s CI budget (the controls take the
-other half); CPU seconds as measured on the loaded shared machine, where the existing quick setting
-(about 40 s on an idle core) took 48 s."""
-
-
-def select_configuration(explored: dict[str, Exploration]) -> str | None:
-    """The rule fixed before the explored configurations ran: among those that learn the task
-    (:data:`MAX_LOSS_FRACTION`), fit the CI budget (:data:`MAX_CPU_SECONDS`) and are not saturated at
-    initialisation (:data:`MAX_INIT_LAYER0`), the one with the lowest untrained layer-0 score; None
-    if none qualifies, and the book then keeps the paper's data sizes (``paper-data``). Trained and
-    shuffled-label scores are deliberately not arguments."""
-    ok = {name: float(e.init_layer0.max()) for name, e in explored.items()
-          if np.all(e.init_layer0 <= MAX_INIT_LAYER0) and e.cpu_seconds <= MAX_CPU_SECONDS
-          and np.all(e.final_loss <= MAX_LOSS_FRACTION * math.log(EXPLORED[name].n_class))}
-    return min(ok, key=ok.__getitem__) if ok else None
 
 
 class Block(nn.Module):
@@ -363,178 +282,3 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
         scores = _alignment_of(pooled, test, config.min_corr)
         scores_change = change_alignment_matrix(pooled_init, pooled, test, config.min_corr)
     return RunResult(scores, scores_init, losses, scores_change)
-
-
-def explore_configuration(config: Table1Config) -> Exploration:
-    """Train every (setting, seed) of ``config`` on the real labels and keep only what
-    :func:`select_configuration` may look at."""
-    start = time.process_time()
-    init0 = np.empty((len(config.settings), len(config.seeds)))
-    loss = np.empty_like(init0)
-    for i, (n_comb, sizes) in enumerate(config.settings):
-        for j, seed in enumerate(config.seeds):
-            run = train_and_score(config, n_comb, sizes, seed, device="cpu")
-            init0[i, j] = run.scores_init[0, 0]
-            loss[i, j] = run.losses[-max(1, config.steps // 10):].mean()
-    return Exploration(init0.mean(axis=1), loss.mean(axis=1), time.process_time() - start)
-
-
-def read_explorations(path: Path = EXPLORATION_FILE) -> dict[str, Exploration]:
-    """The stored outcomes of :func:`explore_configuration`, keyed by the names of :data:`EXPLORED`."""
-    if not path.exists():
-        return {}
-    rows = json.loads(path.read_text())
-    return {name: Exploration(np.array(r["init_layer0"]), np.array(r["final_loss"]), float(r["cpu_seconds"]))
-            for name, r in rows.items()}
-
-
-def explore(names: Sequence[str], path: Path = EXPLORATION_FILE) -> dict[str, Exploration]:
-    """Explore the named configurations not yet in ``path`` (resumable), saving after each one atomically."""
-    found = read_explorations(path)
-    for name in names:
-        check_choice("configuration", name, sorted(EXPLORED))
-        if name in found:
-            continue
-        found[name] = explore_configuration(EXPLORED[name])
-        rows = {n: {"init_layer0": e.init_layer0.round(4).tolist(), "final_loss": e.final_loss.round(4).tolist(),
-                    "cpu_seconds": round(e.cpu_seconds, 1)} for n, e in found.items()}
-        with atomic_path(path) as tmp:
-            tmp.write_text(json.dumps(rows, indent=1) + "\n")
-        print(f"{name}: {rows[name]}", flush=True)
-    return found
-
-
-@dataclass(frozen=True)
-class Table1Result:
-    """Alignment matrices ``[setting, seed, layer, level]`` of the trained networks, the same networks at
-    initialisation, and the shuffled-label controls; final training losses ``[setting, seed]``."""
-
-    settings: tuple[Setting, ...]
-    seeds: tuple[int, ...]
-    scores: np.ndarray  # (n_settings, n_seeds, n_layers, n_levels)
-    scores_init: np.ndarray  # the same networks before training
-    scores_control: np.ndarray  # the same initial networks trained on shuffled labels
-    final_loss: np.ndarray  # (n_settings, n_seeds): mean training loss over the last 10% of steps
-    final_loss_control: np.ndarray  # the same for the shuffled-label controls
-    scores_change: np.ndarray  # alignment of the change training made (change_alignment_matrix), real labels
-    scores_change_control: np.ndarray  # the same for the shuffled-label controls
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Every field as a numpy array (settings as ``n_combinations`` and ``level_sizes``), for an npz file."""
-        return {"n_combinations": np.array([n for n, _ in self.settings]),
-                "level_sizes": np.array([sizes for _, sizes in self.settings]), "seeds": np.asarray(self.seeds),
-                "scores": self.scores, "scores_init": self.scores_init, "scores_control": self.scores_control,
-                "final_loss": self.final_loss, "final_loss_control": self.final_loss_control,
-                "scores_change": self.scores_change, "scores_change_control": self.scores_change_control}
-
-    def format(self) -> str:
-        """The paper's table as text: per setting, ``mean +- std`` (ddof=1) over seeds of the diagonal scores."""
-        n_diag = min(self.scores.shape[2], self.scores.shape[3] - 1)  # the class level is not in the paper's table
-        kinds = {"trained": self.scores, "init": self.scores_init, "control": self.scores_control}
-        cols = [f"L{k} {kind}" for kind in kinds for k in range(n_diag)]
-        lines = [f"{'comb':>4} {'level sizes':>12}  " + "  ".join(f"{c:>15}" for c in cols)]
-        for i, (n_comb, sizes) in enumerate(self.settings):
-            cells = [f"{s[i, :, k, k].mean():.3f} +- {seed_std(s[i, :, k, k]):.3f}"
-                     for s in kinds.values() for k in range(n_diag)]
-            lines.append(f"{n_comb:>4} {str(tuple(sizes)):>12}  " + "  ".join(f"{c:>15}" for c in cells))
-        return "\n".join(lines)
-
-
-def seed_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
-    """Standard deviation over seeds with ``ddof=1`` (as the authors' table script); 0 for a single seed."""
-    values = np.asarray(values, dtype=float)
-    n = values.size if axis is None else values.shape[axis]
-    return values.std(axis=axis, ddof=1) if n > 1 else np.zeros_like(values.mean(axis=axis))
-
-
-def run_table1(config: Table1Config, device: str | None = None, progress: bool = False) -> Table1Result:
-    """Train and score every (setting, seed) of ``config``, with real and with shuffled labels: the whole Table 1."""
-    n_levels = {len(sizes) + 1 for _, sizes in config.settings}
-    if len(n_levels) != 1:
-        raise ValueError(f"all settings must have the same number of latent levels, got {sorted(n_levels)}")
-    n_steps_tail = max(1, config.steps // 10)
-    shape = (len(config.settings), len(config.seeds), config.n_layers, n_levels.pop())
-    scores, scores_init, scores_control = np.empty(shape), np.empty(shape), np.empty(shape)
-    change, change_control = np.empty(shape), np.empty(shape)
-    final_loss, final_loss_control = np.empty(shape[:2]), np.empty(shape[:2])
-    for i, (n_comb, sizes) in enumerate(config.settings):
-        for j, seed in enumerate(config.seeds):
-            run = train_and_score(config, n_comb, sizes, seed, device, progress)
-            control = train_and_score(config, n_comb, sizes, seed, device, progress, shuffle_labels=True)
-            scores[i, j], scores_init[i, j], scores_control[i, j] = run.scores, run.scores_init, control.scores
-            change[i, j], change_control[i, j] = run.scores_change, control.scores_change
-            final_loss[i, j] = run.losses[-n_steps_tail:].mean()
-            final_loss_control[i, j] = control.losses[-n_steps_tail:].mean()
-    return Table1Result(config.settings, config.seeds, scores, scores_init, scores_control, final_loss,
-                        final_loss_control, change, change_control)
-
-
-def save_result(result: Table1Result, path: Path) -> None:
-    """Write :meth:`Table1Result.arrays` to ``path`` (npz) atomically: a complete file or none."""
-    if path.suffix != ".npz":
-        raise ValueError(f"path must end in .npz, got {str(path)!r}")
-    arrays: dict[str, Any] = result.arrays()  # Any: numpy's stub types savez's keywords as allow_pickle
-    with atomic_path(path) as tmp:
-        with tmp.open("wb") as handle:
-            np.savez(handle, **arrays)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: train and print Table 1 for the chosen configuration."""
-    parser = argparse.ArgumentParser(prog="python -m joma_lib.multilayer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="quick", help=f"one of {sorted(CONFIGS)} (default quick)")
-    parser.add_argument("--device", default=None, help=f"one of {list(DEVICE_CHOICES)} (default $JOMA_DEVICE or auto)")
-    parser.add_argument("--seeds", nargs="+", default=None, help="seeds (default: the configuration's)")
-    parser.add_argument("--steps", default=None, help="override the number of Adam steps")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--explore", nargs="*", default=None, metavar="NAME",
-                        help=f"explore configurations (default all of {sorted(EXPLORED)}; resumes from "
-                             f"{EXPLORATION_FILE.name}) and print the one the selection rule picks")
-    parser.add_argument("--init-only", metavar="FILE", default=None,
-                        help="only score the untrained networks (any width, no training) and save the "
-                             "alignment matrices to FILE (json)")
-    parser.add_argument("--save", metavar="FILE", default=None,
-                        help="also save the whole result (Table1Result.arrays) to FILE (npz), written atomically")
-    args = parser.parse_args(argv)
-    if args.explore is not None:
-        try:
-            found = explore(args.explore or sorted(EXPLORED))
-        except ValueError as err:
-            parser.error(str(err))
-        print(f"selected: {select_configuration(found)}")
-        return 0
-    try:
-        config = CONFIGS[check_choice("config", args.config, sorted(CONFIGS))]
-        if args.seeds is not None:
-            config = replace(config, seeds=tuple(_parse_int("seeds", s) for s in args.seeds))
-        if args.steps is not None:
-            config = replace(config, steps=_parse_int("steps", args.steps))
-        device = resolve_device(args.device)
-        if args.save is not None and not args.save.endswith(".npz"):
-            raise ValueError(f"--save must name an .npz file, got {args.save!r}")
-    except ValueError as err:
-        parser.error(str(err))
-    if args.init_only is not None:
-        cells = {f"{n} {list(sizes)} {seed}": score_at_init(config, n, sizes, seed, device.type).round(4).tolist()
-                 for n, sizes in config.settings for seed in config.seeds}
-        with atomic_path(Path(args.init_only)) as tmp:
-            tmp.write_text(json.dumps({"config": args.config, "matrices": cells}, indent=1) + "\n")
-        print(json.dumps(cells))
-        return 0
-    print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
-    result = run_table1(config, device=device.type, progress=not args.no_progress)
-    print(result.format())
-    if args.save is not None:
-        save_result(result, Path(args.save))
-    return 0
-
-
-def _parse_int(name: str, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be integers, got {text!r}") from None
-
-
-if __name__ == "__main__":
-    sys.exit(main())

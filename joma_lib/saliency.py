@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from joma_lib.dynamics import SQRT_PI_OVER_2, linear_closed_form, row_entropy
+from joma_lib.dynamics import linear_closed_form, SQRT_PI_OVER_2
+from joma_lib.softmax_dynamics import row_entropy
 from joma_lib.validation import as_finite_array, check_float, check_int
 
 

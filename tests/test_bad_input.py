@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib import block, dynamics, embeddings, invariants, latent_tree, multilayer
+from joma_lib import bags, block, dynamics, embeddings, invariants, latent_tree, multilayer, softmax_dynamics
 from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import runs as lm_runs
@@ -41,18 +41,18 @@ def test_softmax_terms_refuses_mismatched_shapes():
 def test_softmax_dynamics_refuse_a_step_or_temperature_that_cannot_work():
     """eta > 2 overshoots the target (refused at once, not later blaming ``v``); T below 1e-3 overflows."""
     with pytest.raises(ValueError, match=r"eta must be in \(0, 2\], got 1000000.0"):
-        dynamics.simulate_softmax_attention(dynamics.fig4_mu(), eta=1e6, n_steps=300_000)
+        softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), eta=1e6, n_steps=300_000)
     with pytest.raises(ValueError, match=r"temperature must be in \[0.001, inf\), got 1e-12"):
-        dynamics.simulate_softmax_attention(dynamics.fig4_mu(), temperature=1e-12, n_steps=10)
+        softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), temperature=1e-12, n_steps=10)
     with pytest.raises(ValueError, match=r"temperature must be in \[0.001, inf\), got 1e-300"):
-        dynamics.softmax_attention(np.ones((2, 3)), 1e-300)
+        softmax_dynamics.softmax_attention(np.ones((2, 3)), 1e-300)
 
 
 @pytest.mark.parametrize("n_steps", [64, 100])
 def test_diverging_softmax_dynamics_name_the_parameters_to_reduce(n_steps):
     """Huge saliencies in the linear update overflow within any step count (checked at the last step too)."""
     with pytest.raises(ValueError, match="diverged at step .*eta"):
-        dynamics.simulate_softmax_attention(np.array([1e153, 2e153]), eta=2.0, n_steps=n_steps, nonlinear=False)
+        softmax_dynamics.simulate_softmax_attention(np.array([1e153, 2e153]), eta=2.0, n_steps=n_steps, nonlinear=False)
 
 
 @pytest.mark.parametrize("fractions, message", [
@@ -66,7 +66,7 @@ def test_split_documents_refuses_impossible_fractions(fractions, message):
 
 def test_block_train_refuses_nan_weights_and_reports_divergence():
     spec = block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2)
-    X, y = block.dirichlet_bags(4, 3, 12, seed=0)
+    X, y = bags.dirichlet_bags(4, 3, 12, seed=0)
     state = block.init_state(spec, [0])
     bad = block.BlockState(np.full_like(state.W, np.nan), state.z, state.A)
     with pytest.raises(ValueError, match="state.W must contain only finite numbers"):
@@ -76,9 +76,9 @@ def test_block_train_refuses_nan_weights_and_reports_divergence():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: dynamics.simulate_softmax_attention(dynamics.fig4_mu(), eta=float("nan"), n_steps=10), "eta"),
-    (lambda: dynamics.simulate_softmax_attention(dynamics.fig4_mu(), temperature=0.0, n_steps=10), "temperature"),
-    (lambda: dynamics.saliency_profile("linear", 5, low=3.0, high=1.0), "high"),
+    (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), eta=float("nan"), n_steps=10), "eta"),
+    (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), temperature=0.0, n_steps=10), "temperature"),
+    (lambda: softmax_dynamics.saliency_profile("linear", 5, low=3.0, high=1.0), "high"),
     (lambda: __import__("joma_lib.latent_tree").latent_tree.HBLT(depth=0), "depth"),
 ])
 def test_what_the_widgets_call_refuses_values_it_cannot_honour(call, message):
@@ -95,15 +95,15 @@ def _tiny_lm() -> TransformerLM:
 #: a second, hostile probe: each call that was silent (garbage out) or deep (an error from inside numpy, torch
 #: or ipywidgets) and the message it gets now, naming the argument, what it must be and what it was
 SECOND_PROBE = {
-    "mean_attention(z=inf)": (lambda: block.mean_attention(
+    "mean_attention(z=inf)": (lambda: invariants.mean_attention(
         block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2), np.full((2, 4), np.inf),
-        block.dirichlet_bags(4, 3, 5, seed=0)[0]), "z must contain only finite numbers, got"),
+        bags.dirichlet_bags(4, 3, 5, seed=0)[0]), "z must contain only finite numbers, got"),
     "erf_ratio(v=nan)": (lambda: dynamics.erf_ratio([np.nan, 1.0], [1.0, 2.0]), "v must contain no NaN.*got"),
     "erf_ratio(delta=5e-324)": (lambda: dynamics.erf_ratio([0.0, 1.0], [1.0, 5e-324]),
                                 "delta is too small .*got a smallest |delta| of 4.94066e-324"),
     "batchify(too few ids)": (lambda: lm_data.batchify(torch.zeros(3, dtype=torch.int64), 2),
                               r"ids must hold at least 2 tokens per stream \(2 \* n_streams = 4\), got 3 tokens"),
-    "softmax_attention(T=1e-300)": (lambda: dynamics.softmax_attention(np.ones((2, 3)), 1e-300),
+    "softmax_attention(T=1e-300)": (lambda: softmax_dynamics.softmax_attention(np.ones((2, 3)), 1e-300),
                                     r"temperature must be in \[0.001, inf\), got 1e-300"),
     "integrate_nonlinear(t=1e307)": (lambda: dynamics.integrate_nonlinear([1.0, 3.0], [0.0, 1e307], v0=0.05),
                                      r"leaves float64 by t = 1e\+307.*t_eval or \|mu\| must be smaller, got t_eval up to 1e\+307"),
@@ -114,8 +114,8 @@ SECOND_PROBE = {
                                          r"attn must hold attention weights in \[0, 1\], got values in \[-1"),
     "invariant_gap(shapes)": (lambda: invariants.invariant_gap(np.ones(4), np.ones((5, 3)), "exp"),
                               r"V must have shape z.shape \+ \(K,\), got z of shape \(4,\) and V of shape \(5, 3\)"),
-    "simulate_softmax_attention(eta=1e6)": (lambda: dynamics.simulate_softmax_attention(
-        dynamics.fig4_mu(), eta=1e6, n_steps=10), r"eta must be in \(0, 2\], got 1000000.0"),
+    "simulate_softmax_attention(eta=1e6)": (lambda: softmax_dynamics.simulate_softmax_attention(
+        softmax_dynamics.fig4_mu(), eta=1e6, n_steps=10), r"eta must be in \(0, 2\], got 1000000.0"),
     "attention_from_association(empty)": (lambda: latent_tree.attention_from_association(np.array([]), np.array([])),
                                           "mu must have at least one entry > 0.*got"),
     "random_embedding_coherence(d=nan)": (lambda: embeddings.random_embedding_coherence(np.array([np.nan]), 5),

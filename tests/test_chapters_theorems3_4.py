@@ -38,7 +38,7 @@ def test_panel_redraws_on_control_changes():
 def test_panel_matches_library_run():
     explorer = ModifiedMLPWidget(n_steps=500)
     steps, v0 = explorer.drawing.v_lines[-1].get_data()
-    from joma_lib.dynamics import fig4_mu, simulate_softmax_attention
+    from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
     run = simulate_softmax_attention(fig4_mu(), n_steps=500)
     np.testing.assert_allclose(v0, run.v[steps, -1], rtol=1e-12)

@@ -23,7 +23,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from joma_lib import block, dynamics, embeddings, invariants, latent_tree, multilayer
+from joma_lib import bags, block, dynamics, embeddings, invariants, latent_tree, multilayer, softmax_dynamics
 from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import model as lm_model
@@ -74,7 +74,7 @@ def _ids(shape: tuple[int, ...], vocab: int) -> st.SearchStrategy[Any]:
 
 
 SPEC = block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2, attention="softmax")
-BAGS = block.dirichlet_bags(4, 3, 6, seed=0)[0]
+BAGS = bags.dirichlet_bags(4, 3, 6, seed=0)[0]
 TINY_LM = lm_model.TransformerLM(vocab_size=7, n_layers=1, d=8, d_ff=8, dropout=0.0, max_len=6).eval()
 RUN = {"minibatch": np.arange(3), "val_loss": np.ones(3), "train_loss": np.ones(3), "attn_entropy": np.ones((3, 1)),
        "stable_rank": np.ones((3, 1))}
@@ -92,12 +92,12 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "dynamics.linear_limits": (dynamics.linear_limits, {"delta": _arr((4,))}),
     "dynamics.blowup_time": (dynamics.blowup_time, {"delta": _arr((4,))}),
     "dynamics.erf_ratio": (dynamics.erf_ratio, {"v": _arr((4,)), "delta": _arr((4,))}),
-    "dynamics.softmax_attention": (dynamics.softmax_attention, {"v": _arr((2, 5)), "temperature": _num(0.1, 10)}),
-    "dynamics.row_entropy": (dynamics.row_entropy, {"a": _arr((2, 5), 0.0, 1.0)}),
-    "dynamics.simulate_softmax_attention": (dynamics.simulate_softmax_attention, {
+    "softmax_dynamics.softmax_attention": (softmax_dynamics.softmax_attention, {"v": _arr((2, 5)), "temperature": _num(0.1, 10)}),
+    "softmax_dynamics.row_entropy": (softmax_dynamics.row_entropy, {"a": _arr((2, 5), 0.0, 1.0)}),
+    "softmax_dynamics.simulate_softmax_attention": (softmax_dynamics.simulate_softmax_attention, {
         "mu": _arr((5,), 0.5, 4), "v0": _num(0, 1), "eta": _num(1e-3, 2.0), "n_steps": _int(0, 200),
         "temperature": _num(0.1, 10)}),
-    "dynamics.saliency_profile": (dynamics.saliency_profile, {
+    "softmax_dynamics.saliency_profile": (softmax_dynamics.saliency_profile, {
         "kind": st.sampled_from(["fig4", "linear", "geometric", "cubic"]), "n": _int(1, 50), "low": _num(0.1, 2),
         "high": _num(2, 5)}),
     "invariants.softmax_terms": (invariants.softmax_terms, {
@@ -125,7 +125,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "lm.metrics.stable_rank": (lm_metrics.stable_rank, {"w": _tensor((4, 3))}),
     "lm.metrics.mean_attention_entropy": (lm_metrics.mean_attention_entropy, {"attn": _tensor((2, 4, 4), 0, 1)}),
     # the families of the second hostile probe (tests/test_bad_input.py)
-    "block.mean_attention": (lambda z, X: block.mean_attention(SPEC, z, X), {"z": _arr((2, 4)), "X": _arr((4, 6), 0, 1)}),
+    "invariants.mean_attention": (lambda z, X: invariants.mean_attention(SPEC, z, X), {"z": _arr((2, 4)), "X": _arr((4, 6), 0, 1)}),
     "dynamics.integrate_nonlinear": (dynamics.integrate_nonlinear, {
         "mu": _arr((3,), 0.5, 4), "t_eval": st.one_of(_arr((3,), 0, 5), st.sampled_from([[0, 1e9], [0, 1e307]])),
         "v0": _num(0, 0.4)}),

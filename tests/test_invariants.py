@@ -7,16 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.block import ACTIVATIONS, theorem1_toy, train
-from joma_lib.invariants import (
-    flow_check,
-    invariant_residual,
-    mlp_potential,
-    normalized_correlation,
-    predicted_logits,
-    softmax_terms,
-    toy_check,
-)
+from joma_lib.bags import gaussian_or_random_bags
+from joma_lib.block import ACTIVATIONS, BlockSpec, train
+from joma_lib.invariants import flow_check, invariant_residual, mean_attention, mlp_potential, normalized_correlation, predicted_logits, softmax_terms, theorem1_toy, toy_check
 
 torch.set_num_threads(1)
 
@@ -142,3 +135,10 @@ def test_widget_simulation_and_errors():
         with pytest.raises(ValueError, match=name):
             simulate(**kwargs)
     assert theorem1_widget().children  # the panel of the page builds (its behaviour: tests/test_widgets.py)
+
+
+def test_mean_attention_at_uniform_logits_is_mean_bag():
+    X, _ = gaussian_or_random_bags("random", seed=3)
+    spec = BlockSpec(n_context=20, d=30, n_hidden=20, n_classes=20, attention="softmax", temperature=0.5,
+                     top_layer=False)
+    np.testing.assert_allclose(mean_attention(spec, np.zeros((1, 20)), X)[0], X.mean(axis=1), rtol=1e-12)

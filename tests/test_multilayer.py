@@ -16,25 +16,10 @@ from joma_lib.chapters.hierarchy.table1 import (
     change_alignment_margin,
     layer0_learning_margin,
     level_specificity,
-    make_table1_wide,
 )
 from joma_lib.kit.registry import get_spec
-from joma_lib.multilayer import (
-    CONFIGS,
-    TABLE1_SETTINGS,
-    Exploration,
-    HierarchyTransformer,
-    Table1Config,
-    alignment_score,
-    change_alignment_matrix,
-    main,
-    run_table1,
-    save_result,
-    score_at_init,
-    seed_std,
-    select_configuration,
-    train_and_score,
-)
+from joma_lib.multilayer import alignment_score, change_alignment_matrix, HierarchyTransformer, score_at_init, TABLE1_SETTINGS, Table1Config, train_and_score
+from joma_lib.table1.runs import CONFIGS
 
 
 @pytest.fixture(scope="module")
@@ -114,44 +99,6 @@ def test_change_claim_measure_on_constructed_data() -> None:
     assert change_alignment_margin(data) < 0
 
 
-def test_stored_run_is_saved_whole_and_checked_on_read(tmp_path) -> None:
-    tiny = replace(CONFIGS["quick"], steps=2, n_test=64, seeds=(1,), settings=((2, (10, 20)),))
-    result = run_table1(tiny, device="cpu")
-    with pytest.raises(ValueError, match=r"\.npz"):
-        save_result(result, tmp_path / "table.json")
-    assert not list(tmp_path.iterdir())  # nothing half-written
-    save_result(result, tmp_path / "table.npz")
-    with np.load(tmp_path / "table.npz") as npz:
-        assert np.array_equal(npz["scores_change_control"], result.scores_change_control)
-    with pytest.raises(ValueError, match="wide configuration"):  # a run of another configuration is refused
-        make_table1_wide(str(tmp_path / "table.npz"))
-
-
-def test_stored_wide_run_reads_back() -> None:
-    wide = make_table1_wide()
-    config = CONFIGS["wide"]
-    assert wide["change"].shape == (len(config.settings), len(config.seeds), config.n_layers, 3)
-    assert (config.steps, config.seeds, config.settings) == (CONFIGS["quick"].steps, CONFIGS["quick"].seeds,
-                                                            CONFIGS["quick"].settings)  # same run, wider
-
-
-def test_seed_std_uses_ddof_1() -> None:
-    assert seed_std(np.array([1.0, 2.0, 3.0])) == pytest.approx(1.0)
-    assert seed_std(np.array([[1.0, 3.0]]), axis=0).tolist() == [0.0, 0.0]  # one seed: no spread
-
-
-def test_selection_rule_uses_only_init_loss_and_time() -> None:
-    e = Exploration
-    explored = {
-        "paper-data": e(np.array([0.9, 0.95, 0.9, 0.9]), np.array([0.1] * 4), 40.0),  # saturated at initialisation
-        "narrow": e(np.array([0.6, 0.7, 0.7, 0.75]), np.array([0.1] * 4), 30.0),
-        "small-vocab": e(np.array([0.5, 0.6, 0.5, 0.5]), np.array([0.1, 2.0, 0.1, 0.1]), 30.0),  # does not learn
-        "small-vocab-narrow": e(np.array([0.4, 0.5, 0.4, 0.4]), np.array([0.1] * 4), 300.0),  # too slow
-    }
-    assert select_configuration(explored) == "narrow"
-    assert select_configuration({"paper-data": explored["paper-data"]}) is None
-
-
 def test_combination_hierarchy_structure() -> None:
     data = CombinationHierarchy(n_vocab=100, seq_len=30, level_sizes=(20, 30), n_class=20, n_combinations=3, seed=4)
     assert [c.shape for c in data.children] == [(20, 3), (30, 3), (20, 3)]
@@ -209,20 +156,6 @@ def test_training_is_deterministic_on_cpu() -> None:
     assert all(np.array_equal(a, b) for a, b in zip(first, second))
     assert not np.array_equal(first.scores, first.scores_init)  # five Adam steps move the neurons
     assert first.scores.shape == (tiny.n_layers, 3)
-
-
-def test_command_line_runs_and_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--config", "quick", "--steps", "2", "--seeds", "1", "--device", "cpu", "--no-progress"]) == 0
-    assert "L0 trained" in capsys.readouterr().out
-    for argv, message in [(["--config", "huge"], "config must be one of"),
-                          (["--device", "tpu"], "device must be one of"),
-                          (["--seeds", "one"], "seeds must be integers"),
-                          (["--steps", "0"], "steps must be"),
-                          (["--save", "table.json"], "--save must name an .npz file")]:
-        with pytest.raises(SystemExit) as exit_info:
-            main(argv)
-        assert exit_info.value.code == 2
-        assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("call, match", [

@@ -43,7 +43,8 @@ def mean_attention_entropy(attn: torch.Tensor) -> torch.Tensor:
     """Mean row entropy (nats) of attention maps ``[..., T_query, T_key]`` whose rows sum to 1 (paper Figs. 6, 8).
 
     One number per map: the mean over every query row, with ``ENTROPY_EPS`` inside the logarithm as in the
-    authors' training script. The per-row, exact (``0 ln 0 = 0``) entropy is :func:`joma_lib.dynamics.row_entropy`.
+    authors' training script. The per-row, exact (``0 ln 0 = 0``) entropy is
+    :func:`joma_lib.softmax_dynamics.row_entropy`.
     """
     attn = check_tensor("attn", attn)
     if attn.ndim < 2 or attn.numel() == 0:

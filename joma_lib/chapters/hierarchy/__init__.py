@@ -9,7 +9,8 @@ from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer
 from joma_lib.chapters.hierarchy.figures import make_cooccurrence
 from joma_lib.chapters.hierarchy.table1 import LAYER0_MARGIN_SD, table1_markdown
 from joma_lib.chapters.hierarchy.widget import cooccurrence_widget
-from joma_lib.dynamics import blowup_time, integrate_linear, row_entropy
+from joma_lib.dynamics import blowup_time, integrate_linear
+from joma_lib.softmax_dynamics import row_entropy
 from joma_lib.latent_tree import (
     HBLT,
     association_dynamics,
@@ -23,7 +24,8 @@ from joma_lib.latent_tree import (
     cooccurrence_monte_carlo,
     sample_hblt,
 )
-from joma_lib.multilayer import CONFIGS, TABLE1_SETTINGS, TABLE1_SPREAD, token_baseline
+from joma_lib.multilayer import TABLE1_SETTINGS, TABLE1_SPREAD, token_baseline
+from joma_lib.table1.runs import CONFIGS
 
 __all__ = [
     "CONFIGS", "HBLT", "LAYER0_MARGIN_SD", "TABLE1_SETTINGS", "TABLE1_SPREAD", "association_dynamics",

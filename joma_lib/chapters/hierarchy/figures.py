@@ -19,7 +19,7 @@ from joma_lib.chapters.hierarchy.table1 import (
     plot_table1,
     plot_table1_wide,
 )
-from joma_lib.dynamics import row_entropy
+from joma_lib.softmax_dynamics import row_entropy
 from joma_lib.kit.registry import READ_BACK, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.latent_tree import (
     HBLT,

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from joma_lib.dynamics import row_entropy
+from joma_lib.softmax_dynamics import row_entropy
 from joma_lib.kit.explorer import increasing_values
 from joma_lib.kit.registry import FigureData
 from joma_lib.kit.style import heatmap

@@ -10,14 +10,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import Claim, FigureData
-from joma_lib.multilayer import (
-    CONFIGS,
-    WIDE_RESULTS_FILE,
-    Table1Config,
-    run_table1,
-    seed_std,
-    token_baseline,
-)
+from joma_lib.multilayer import Table1Config, token_baseline
+from joma_lib.table1.runs import CONFIGS, run_table1, seed_std, WIDE_RESULTS_FILE
 from joma_lib.validation import check_choice
 
 
@@ -38,7 +32,7 @@ nearly constant scores does not count as many standard deviations."""
 
 
 def make_table1(config: str = "quick", device: str | None = None) -> FigureData:
-    """Table 1 of the ``config`` configuration (:data:`joma_lib.multilayer.CONFIGS`).
+    """Table 1 of the ``config`` configuration (:data:`joma_lib.table1.runs.CONFIGS`).
 
     For each kind of network (``trained``, ``init``: the same at initialisation, ``control``: the same
     initial network trained on shuffled labels) ``<kind>`` is the alignment matrix
@@ -59,7 +53,7 @@ def _with_seed_stats(data: FigureData, name: str, scores: np.ndarray) -> None:
 
 
 def _table1_data(arrays: dict[str, np.ndarray], config: Table1Config) -> FigureData:
-    """The figure data of a Table 1 run (:meth:`joma_lib.multilayer.Table1Result.arrays`), made with ``config``."""
+    """The figure data of a Table 1 run (:meth:`joma_lib.table1.runs.Table1Result.arrays`), made with ``config``."""
     settings = [(int(n), tuple(int(s) for s in sizes))
                 for n, sizes in zip(arrays["n_combinations"], arrays["level_sizes"])]
     seeds = [int(seed) for seed in arrays["seeds"]]

@@ -5,7 +5,9 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 
 from __future__ import annotations
 
-from joma_lib.block import theorem1_toy, train
+from joma_lib.block import train
+
+from joma_lib.invariants import theorem1_toy
 from joma_lib.chapters.theorem1.explorer import theorem1_explorer
 from joma_lib.chapters.theorem1.grid import smallest_nc
 from joma_lib.chapters.theorem1.widget import simulate, theorem1_widget

@@ -1,7 +1,7 @@
 """Figures of the Theorem 1 page: paper Figs. 2 and 3, and the invariant residual of every attention kind.
 
 Figs. 2-3 follow the paper's protocol (see :func:`run_fig2_protocol`); the companion figures train the
-small block of :func:`joma_lib.block.theorem1_toy` with SGD at two learning rates, and at unequal learning rates
+small block of :func:`joma_lib.invariants.theorem1_toy` with SGD at two learning rates, and at unequal learning rates
 of attention and MLP.
 """
 
@@ -18,23 +18,14 @@ from joma_lib.block import ACTIVATIONS
 from joma_lib.kit.registry import INVARIANT_RESIDUAL, SGD, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.validation import check_choice, check_float, check_int
 
-from joma_lib.block import (
-    BlockSpec,
-    Trajectory,
-    gaussian_or_random_bags,
-    init_state,
-    theorem1_toy,
-    mean_attention,
-    train,
-    train_sgd_numpy,
-)
-from joma_lib.invariants import (
-    invariant_residual,
-    normalized_correlation,
-    predicted_logits,
-    reference_mean_attention,
-    softmax_terms,
-)
+from joma_lib.bags import gaussian_or_random_bags
+
+from joma_lib.block import BlockSpec, init_state, train, Trajectory
+
+from joma_lib.block_engines import train_sgd_numpy
+
+from joma_lib.invariants import mean_attention, theorem1_toy
+from joma_lib.invariants import invariant_residual, normalized_correlation, predicted_logits, reference_mean_attention, softmax_terms
 
 INIT_SEED_OFFSET = 1000  # initial weights use seed + 1000, so they never share a stream with the inputs
 
@@ -151,7 +142,7 @@ def make_invariant_residual(attentions: tuple[str, ...] = ATTENTIONS, phis: tupl
                             lr: float = 0.1, steps: int = 400, lr_factor: int = 2, n_points: int = 101,
                             seed: int = 0) -> FigureData:
     """Residual of Theorem 1 (:func:`joma_lib.invariants.invariant_residual`) along SGD on the toy block
-    (:func:`joma_lib.block.theorem1_toy`), for each attention kind and activation, at learning rates ``lr``
+    (:func:`joma_lib.invariants.theorem1_toy`), for each attention kind and activation, at learning rates ``lr``
     and ``lr / lr_factor`` (``lr_factor`` times more steps, same time ``t = lr * steps``).
 
     ``residual`` has shape (attention, phi, learning rate, time); ``max_abs_z`` the largest ``|z|`` reached.
@@ -202,7 +193,7 @@ LR_RATIOS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 def make_invariant_lr_ratio(ratios: tuple[float, ...] = LR_RATIOS, attentions: tuple[str, ...] = ("linear", "exp"),
                             phis: tuple[str, ...] = tuple(ACTIVATIONS), lr: float = 0.1, steps: int = 400,
                             seed: int = 0) -> FigureData:
-    """Theorem 1 at unequal learning rates: SGD on the toy block (:func:`joma_lib.block.theorem1_toy`) with
+    """Theorem 1 at unequal learning rates: SGD on the toy block (:func:`joma_lib.invariants.theorem1_toy`) with
     ``eta_z / eta_w = ratio``, the larger of the two rates ``lr``, for ``steps * max(ratio, 1 / ratio)`` steps
     (the slower of the two moves as far in time as at equal rates, so the logits move in every run).
 

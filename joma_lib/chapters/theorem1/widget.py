@@ -1,5 +1,5 @@
 """Interactive check of Theorem 1: pick the attention kind, the activation, the learning-rate ratio
-``eta_z / eta_w`` and a seed; a short SGD run of :func:`joma_lib.block.theorem1_toy` is redone and the
+``eta_z / eta_w`` and a seed; a short SGD run of :func:`joma_lib.invariants.theorem1_toy` is redone and the
 invariant residual is redrawn.
 
 :func:`simulate` (computing) and :class:`CheckDrawing` (drawing) are plain library code; :func:`theorem1_live_widget`

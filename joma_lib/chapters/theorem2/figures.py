@@ -5,14 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.dynamics import (
-    SQRT2,
-    blowup_time,
-    erf_ratio,
-    integrate_linear,
-    linear_closed_form,
-    linear_limits,
-)
+from joma_lib.dynamics import blowup_time, erf_ratio, integrate_linear, linear_closed_form, linear_limits, SQRT2
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.saliency import (
     cooccurrence,

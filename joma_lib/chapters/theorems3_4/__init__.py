@@ -6,14 +6,8 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 from __future__ import annotations
 
 from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget, modified_mlp_widget
-from joma_lib.dynamics import (
-    convergence_rate_ratio,
-    fig4_mu,
-    integrate_nonlinear,
-    row_entropy,
-    simulate_softmax_attention,
-    softmax_attention,
-)
+from joma_lib.dynamics import convergence_rate_ratio, integrate_nonlinear
+from joma_lib.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
 from joma_lib.nonlinear import decayed_update, toy_mixture, two_cluster_mixture
 
 __all__ = [

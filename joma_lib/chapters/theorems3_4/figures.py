@@ -17,14 +17,8 @@ from joma_lib.chapters.theorems3_4.theorem3 import (
     plot_portrait,
     plot_relu,
 )
-from joma_lib.dynamics import (
-    convergence_rate_ratio,
-    fig4_mu,
-    integrate_nonlinear,
-    row_entropy,
-    simulate_softmax_attention,
-    softmax_attention,
-)
+from joma_lib.dynamics import convergence_rate_ratio, integrate_nonlinear
+from joma_lib.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.lm.authors import summarize_entropy
 from joma_lib.validation import as_finite_array, check_float, check_int
