@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from joma_lib.chapters.fig7 import figures as fig7
-from joma_lib.kit import claims, harness, ledger
+from joma_lib.kit import claims, harness, ledger_views
 from joma_lib.kit.cli import main
 from joma_lib.kit.registry import Claim, FigureSpec
 
@@ -238,8 +238,8 @@ def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
                    kind="sanity", threshold_set="before-data")
     toy(_spec(MAX_BELOW_4, SUM_ABOVE_10, sanity))
     rows = claims.ledger()
-    assert ledger.headline(rows).startswith("paper claims: 1 hold, 0 fail, ")  # the pending paper claims: not run
-    table = ledger.html_table(rows, {"c-claimy": claims.FROM_REFERENCE}, {"toy": "A toy page"})
+    assert ledger_views.headline(rows).startswith("paper claims: 1 hold, 0 fail, ")  # the pending paper claims: not run
+    table = ledger_views.html_table(rows, {"c-claimy": claims.FROM_REFERENCE}, {"toy": "A toy page"})
     assert table.startswith('<table class="joma-ledger">') and table.endswith("</table>")
     kinds = [table.index(f'<tbody class="kind-{kind}">') for kind in ("paper", "companion", "sanity")]
     assert kinds == sorted(kinds)
@@ -251,4 +251,4 @@ def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
     assert r'<span class="math notranslate nohighlight">\(\max|y| \le 3\)</span>' in table
     assert "set after the data: set after seeing 6" in table
     with pytest.raises(ValueError, match="unbalanced"):
-        ledger.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])
+        ledger_views.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])

@@ -91,3 +91,23 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     sample.write_text("import os\nfrom test_harness import TOY\nfrom . import helpers\n\n"
                       "def f():\n    import conftest\n")
     assert imported_modules(sample) == ["os", "test_harness", ".helpers", "conftest"]
+
+
+def packages() -> list[str]:
+    """Every package below joma_lib, dotted (``kit``, ``chapters.theorem1``, ...)."""
+    return sorted(".".join(path.parent.relative_to(PACKAGE).parts) for path in PACKAGE.rglob("__init__.py")
+                  if path.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("package", packages())
+def test_no_exported_name_is_shadowed_by_a_submodule(package: str) -> None:
+    """Every public name of a package is the object it exports, never one of its submodules: once a module
+    ``joma_lib.kit.ledger`` was loaded after the function ``ledger`` was bound in ``joma_lib.kit``, Python rebound
+    the name to the module, and a page calling ``ledger(...)`` got "'module' object is not callable"."""
+    import importlib
+    from types import ModuleType
+
+    module = importlib.import_module(f"joma_lib.{package}")
+    shadowed = sorted(name for name in getattr(module, "__all__", ())
+                      if isinstance(getattr(module, name), ModuleType))
+    assert not shadowed, f"joma_lib.{package}.{shadowed} are submodules, not the names it exports: rename one"

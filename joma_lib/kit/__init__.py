@@ -25,7 +25,7 @@ from joma_lib.kit.harness import (
     update_reference,
     verify,
 )
-from joma_lib.kit.ledger import headline, html_table
+from joma_lib.kit.ledger_views import headline, html_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_spec, registry
 
 __all__ = [

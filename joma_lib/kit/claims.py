@@ -13,7 +13,7 @@ The ledger is evaluated by ``python -m joma_lib.figures claims`` (which regenera
 ``verify`` (on the data it regenerates anyway) and by the book's ledger page (``book/claims.md``), which may
 evaluate on already computed data with :func:`evaluate_figure` so that it never disagrees with the check.
 Its views (the plain-text table of the CLI, the HTML table and headline of the ledger page) are in
-:mod:`joma_lib.kit.ledger`.
+:mod:`joma_lib.kit.ledger_views`.
 """
 
 from __future__ import annotations

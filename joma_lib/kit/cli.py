@@ -37,7 +37,7 @@ from joma_lib.kit.harness import (
     stored_or_computed,
     update_reference,
 )
-from joma_lib.kit.ledger import format_table
+from joma_lib.kit.ledger_views import format_table
 from joma_lib.kit.registry import figure_ids, get_spec
 from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
 from joma_lib.lm.precision import PrecisionUnavailableError
