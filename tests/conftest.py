@@ -25,8 +25,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-# The figure store is read through the figure_data fixture only: no test's show() reads or fills it.
-FIGURE_STORE = os.environ.pop("JOMA_FIGURE_STORE", "")
+# The figure store is read through the figure_data fixture only: no test's show() reads or fills it. The pytest
+# process hands it to its xdist workers (which inherit its environment) under a name the library does not read.
+TESTS_STORE_ENV = "JOMA_TESTS_FIGURE_STORE"
+FIGURE_STORE = os.environ.pop("JOMA_FIGURE_STORE", "") or os.environ.get(TESTS_STORE_ENV, "")
+os.environ[TESTS_STORE_ENV] = FIGURE_STORE
 
 from joma_lib.cpu import bf16_support  # noqa: E402 - after the environment above
 
