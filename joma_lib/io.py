@@ -93,12 +93,20 @@ def writable_dir(path: str | os.PathLike[str], name: str = "out") -> Path:
     return folder
 
 
+NPZ_RESERVED_KEYS = ("file", "allow_pickle")
+"""Names ``np.savez`` takes as its own keywords: an array stored under one would be swallowed, not saved."""
+
+
 def write_npz(path: Path, data: Mapping[str, np.ndarray]) -> None:
-    """Save ``data`` as an uncompressed ``.npz``, atomically."""
+    """Save ``data`` as an uncompressed ``.npz``, atomically. A key ``np.savez`` reads as its own keyword
+    (:data:`NPZ_RESERVED_KEYS`) is refused, before anything is written."""
+    reserved = sorted(set(data) & set(NPZ_RESERVED_KEYS))
+    if reserved:
+        raise ValueError(f"data keys {reserved} are np.savez's own keywords and would not be saved; "
+                         f"rename those arrays (reserved: {', '.join(NPZ_RESERVED_KEYS)})")
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
-            # Any: numpy's stub would match a key named "allow_pickle" against that bool parameter
-            arrays: dict[str, Any] = dict(data)
+            arrays: dict[str, Any] = dict(data)  # Any: numpy's stub types the keyword arguments as its parameters
             np.savez(fh, **arrays)
 
 

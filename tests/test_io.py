@@ -50,6 +50,13 @@ def test_write_npz_round_trips(tmp_path: Path):
             np.testing.assert_array_equal(npz[name], array)
 
 
+@pytest.mark.parametrize("key", ["allow_pickle", "file"])
+def test_write_npz_refuses_a_key_savez_would_swallow(tmp_path: Path, key: str):
+    with pytest.raises(ValueError, match=rf"\['{key}'\] are np.savez's own keywords"):
+        write_npz(tmp_path / "x.npz", {"a": np.arange(3), key: np.ones(2)})
+    assert not list(tmp_path.iterdir())  # nothing written, not even a partial file
+
+
 def test_writable_dir_creates_the_folder_and_names_the_argument_when_it_cannot(tmp_path: Path):
     assert writable_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
     assert (tmp_path / "new" / "deeper").is_dir()
