@@ -24,12 +24,6 @@ unset JOMA_OFFICIAL_DIR  # a reader has no copy of the authors' files
 venv_only=0
 if [ "${1:-}" = "--venv-only" ]; then venv_only=1; fi
 
-# the wheel is built from a copy of the tracked files, so no build/ folder is left in the checkout
-mkdir "$work/src"
-git ls-files -z | xargs -0 cp --parents -t "$work/src"
-.venv/bin/pip wheel -q --no-deps -w "$work/dist" "$work/src"
-wheel=$(ls "$work"/dist/joma_companion-*.whl)
-
 # The reader's environment (torch, requirements.txt, ipykernel, nbclient; no joma_lib), like a Colab image: kept
 # outside the checkout, keyed by what defines it (requirements, constraints, Python), rebuilt when that changes.
 # joma_lib is removed from it before every run, so each notebook's install cell must install the wheel again.
@@ -53,6 +47,12 @@ else
   touch "$venv/.complete"
 fi
 if [ "$venv_only" = 1 ]; then echo "rehearsal venv ready after $(( $(date +%s) - t0 ))s"; exit 0; fi
+
+# the wheel is built from a copy of the tracked files, so no build/ folder is left in the checkout
+mkdir "$work/src"
+git ls-files -z | xargs -0 cp --parents -t "$work/src"
+.venv/bin/pip wheel -q --no-deps -w "$work/dist" "$work/src"
+wheel=$(ls "$work"/dist/joma_companion-*.whl)
 "$venv/bin/pip" uninstall -q -y joma-companion 2>/dev/null || true
 if (cd "$work" && "$venv/bin/python" -c "import joma_lib" 2>/dev/null); then
   echo "joma_lib is importable before the install cell ran: the rehearsal would not test it" >&2; exit 1
