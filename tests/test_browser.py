@@ -162,6 +162,21 @@ _EMPTY_OUTPUTS_JS = """() => {
 }"""
 
 
+_REFRESH = re.compile(r'<meta http-equiv="refresh" content="0; url=([^"]+)">')
+
+
+def _redirect_target(page: str) -> str | None:
+    """Where a page sends the reader at once by ``<meta http-equiv="refresh">`` (path under the root), if it does.
+
+    Inspecting such a page while the browser navigates away destroys the page's JavaScript context mid-call, so
+    the checks wait until the target page has loaded.
+    """
+    match = _REFRESH.search((ROOT / page).read_text(encoding="utf-8"))
+    if match is None:
+        return None
+    return str((ROOT / page).parent.joinpath(match.group(1)).resolve().relative_to(ROOT))
+
+
 @functools.cache
 def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, list[str]]:
     """Load one page at one width and collect what each check looks at."""
@@ -175,6 +190,9 @@ def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, list
         # Answer nothing from outside: a request that leaves 127.0.0.1 fails fast (and is reported above).
         context.route(_is_external, lambda route: route.abort())
         tab.goto(f"{base_url}/{page}", wait_until="load")
+        target = _redirect_target(page)
+        if target is not None:  # the landing page: check where it lands, once the refresh has navigated there
+            tab.wait_for_url(f"{base_url}/{target}", wait_until="load", timeout=10_000)
         tab.wait_for_timeout(300)  # let the theme's and the explorers' scripts run
         overflow = tab.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         if overflow > 1:
