@@ -11,6 +11,9 @@ widget manager, or an image that did not load). On the pages with a kernel-free 
 explorer is also driven from ``file://`` (no server): moving a slider and clicking a button must
 change the plotted data to the grid cell the controls point at, as the registered grid data say
 (their redraw times are measured by benchmarks/bench_explorers.py).
+
+A browser page load is the cost here (~2 s each): every page is loaded once per width (_visit), which collects
+what all the server-side checks of that page look at, and each explorer once per width from file:// (_drive).
 """
 
 from __future__ import annotations
@@ -177,23 +180,60 @@ def _redirect_target(page: str) -> str | None:
     return str((ROOT / page).parent.joinpath(match.group(1)).resolve().relative_to(ROOT))
 
 
+def _local_file(url: str) -> Path:
+    """The built file behind a URL of the local server or a file:// URL."""
+    from urllib.parse import unquote
+
+    path = unquote(urlparse(url).path)
+    return Path(path) if url.startswith("file:") else ROOT / path.lstrip("/")
+
+
+def _gzip_size(path: Path) -> int:
+    """What a server sends for ``path``: its gzip size, or its size if gzip does not help."""
+    import gzip
+
+    raw = path.read_bytes()
+    return min(len(raw), len(gzip.compress(raw, compresslevel=6)))
+
+
+# What the reader's second pass looks at on a chapter: its pictures (for their text size), its theorem boxes, its
+# article text (for the numbering) and, on the claims page, the ledger (_LEDGER_JS below).
+_PAGE_FACTS_JS = """() => {
+  const article = document.querySelector('.bd-article');
+  return {
+    pictures: [
+      ...[...document.querySelectorAll('.bd-article figure[id] img')].map(img => ({figure: img.closest('figure').id, img})),
+      ...[...document.querySelectorAll('.bd-article .joma-widget-static img')].map((img, i) => ({figure: `widget #${i}`, img})),
+    ].map(({figure, img}) => ({figure, src: img.currentSrc, shown: img.clientWidth, natural: img.naturalWidth})),
+    theorems: [...document.querySelectorAll('div.admonition.theorem > p.admonition-title')].map(p => p.innerText.trim()),
+    text: article ? article.innerText : '',
+  };
+}"""
+
+
 @functools.cache
-def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, list[str]]:
-    """Load one page at one width and collect what each check looks at."""
-    findings: dict[str, list[str]] = {check: [] for check in CHECKS}
+def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, Any]:
+    """Load one page at one width, once, and collect what every check of that page and width looks at.
+
+    Keys: the CHECKS (lists of problems), ``transfer`` (every file the page loaded -> its gzip size), and the
+    facts of _PAGE_FACTS_JS and _LEDGER_JS (``ledger``: None where the page has no ledger table).
+    """
+    findings: dict[str, Any] = {check: [] for check in CHECKS}
+    loaded: list[str] = []
     context = browser.new_context(viewport={"width": WIDTHS[width], "height": 900})
     try:
         tab = context.new_page()
         tab.on("console", lambda msg: msg.type == "error" and findings["console"].append(msg.text))
         tab.on("pageerror", lambda error: findings["console"].append(str(error)))
         tab.on("request", lambda request: _is_external(request.url) and findings["external"].append(request.url))
+        tab.on("requestfinished", lambda request: loaded.append(request.url))
         # Answer nothing from outside: a request that leaves 127.0.0.1 fails fast (and is reported above).
         context.route(_is_external, lambda route: route.abort())
-        tab.goto(f"{base_url}/{page}", wait_until="load")
+        tab.goto(f"{base_url}/{page}", wait_until="networkidle")
         target = _redirect_target(page)
         if target is not None:  # the landing page: check where it lands, once the refresh has navigated there
-            tab.wait_for_url(f"{base_url}/{target}", wait_until="load", timeout=10_000)
-        tab.wait_for_timeout(300)  # let the theme's and the explorers' scripts run
+            tab.wait_for_url(f"{base_url}/{target}", wait_until="networkidle", timeout=10_000)
+        # networkidle: no request for 500 ms after the load event, so the theme's and the explorers' scripts have run
         overflow = tab.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         if overflow > 1:
             wide = tab.evaluate("""(w) => Array.from(document.querySelectorAll('body *'))
@@ -202,8 +242,12 @@ def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, list
                                 WIDTHS[width])
             findings["overflow"].append(f"{overflow} px wider than the window, e.g. {wide}")
         findings["empty"] = tab.evaluate(_EMPTY_OUTPUTS_JS)
+        findings.update(tab.evaluate(_PAGE_FACTS_JS))
+        findings["ledger"] = tab.evaluate(_LEDGER_JS)
     finally:
         context.close()
+    files = {url: _local_file(url) for url in dict.fromkeys(loaded) if not _is_external(url)}
+    findings["transfer"] = {url: _gzip_size(path) for url, path in files.items() if path.is_file()}
     return findings
 
 
@@ -269,31 +313,31 @@ def _assert_shows_cell(explorer: Explorer, state: dict[str, Any]) -> None:
         assert state["visible"][k] == (trace.visible is not False), f"visibility of trace {k} ({trace.name})"
 
 
-@pytest.mark.parametrize("width", list(WIDTHS))
-@pytest.mark.parametrize("page", list(EXPLORERS))
-def test_explorer_reacts_to_its_controls_from_file_url(page, width, browser):
-    """Move the last slider to its end, then click another button: the data change to the right cell.
-
-    (Redraw times are measured by benchmarks/bench_explorers.py, not asserted here.)"""
+@functools.cache
+def _drive(browser: Any, page: str, width: str) -> dict[str, Any]:
+    """Open an explorer's page from file:// at one width, once: check its controls can be clicked (_CONTROLS_JS),
+    then move its last slider to the other end and click its next button, recording what it shows after each."""
     div_id, fig_id, view = EXPLORERS[page]
     if not (ROOT / page).is_file() or f'id="{div_id}"' not in (ROOT / page).read_text(encoding="utf-8"):
         _missing(f"{ROOT / page} is missing or has no explorer (id {div_id})")
     explorer = view(load_reference(fig_id))
-    errors: list[str] = []
+    seen: dict[str, Any] = {"errors": []}
     context = browser.new_context(viewport={"width": WIDTHS[width], "height": 1000})
     try:
         tab = context.new_page()
-        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.on("pageerror", lambda error: seen["errors"].append(str(error)))
         tab.goto((ROOT / page).as_uri(), wait_until="load")
         graph = f"document.getElementById('{div_id}')"
         tab.wait_for_function(f"{graph} && {graph}.data !== undefined && {graph}.layout.sliders", timeout=30_000)
+        tab.wait_for_timeout(200)  # the narrow layout is applied on load
+        seen["controls"] = tab.evaluate(_CONTROLS_JS, div_id)
         tab.locator(f"#{div_id}").scroll_into_view_if_needed()
-        before = _state(tab, div_id)
-        _assert_shows_cell(explorer, before)  # the page opens on its initial cell, drawn from the grid
+        seen["before"] = before = _state(tab, div_id)
 
         sliders = tab.locator(f"#{div_id} .slider-rail-touch-rect")
-        last = sliders.count() - 1
-        assert last >= 0, "the explorer has no slider"
+        seen["last"] = last = sliders.count() - 1
+        if last < 0:
+            return seen
         position = before["sliders"][last]
         n_stops = len([c for c in explorer.controls if c.kind == "slider"][last].values)
         target = 0.01 if position == n_stops - 1 else 0.99
@@ -301,10 +345,7 @@ def test_explorer_reacts_to_its_controls_from_file_url(page, width, browser):
         rail = sliders.nth(last).bounding_box()
         tab.mouse.click(rail["x"] + target * rail["width"], rail["y"] + rail["height"] / 2)
         tab.wait_for_function(f"{graph}.getAttribute('data-cell') !== null", timeout=10_000)
-        after_slider = _state(tab, div_id)
-        assert after_slider["sliders"][last] != position, "the slider did not move"
-        assert after_slider["ys"] != before["ys"], "moving the slider did not change the plotted data"
-        _assert_shows_cell(explorer, after_slider)
+        seen["after_slider"] = after_slider = _state(tab, div_id)
 
         buttons = [c for c in explorer.controls if c.kind == "buttons"]
         if buttons:
@@ -313,12 +354,31 @@ def test_explorer_reacts_to_its_controls_from_file_url(page, width, browser):
             tab.locator(f"#{div_id}").get_by_text(label, exact=True).click()
             tab.wait_for_function(f"{graph}.layout.updatemenus[0].active !== {active}", timeout=10_000)
             tab.wait_for_function(f"{graph}.layout.title.text !== {after_slider['title']!r}", timeout=10_000)
-            after_button = _state(tab, div_id)
-            assert after_button["ys"] != after_slider["ys"], "clicking a button did not change the plotted data"
-            _assert_shows_cell(explorer, after_button)
+            seen["after_button"] = _state(tab, div_id)
     finally:
         context.close()
-    assert not errors, f"JavaScript errors on {page}: {errors}"
+    return seen
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+@pytest.mark.parametrize("page", list(EXPLORERS))
+def test_explorer_reacts_to_its_controls_from_file_url(page, width, browser):
+    """Move the last slider to its end, then click another button: the data change to the right cell.
+
+    (Redraw times are measured by benchmarks/bench_explorers.py, not asserted here.)"""
+    explorer = EXPLORERS[page][2](load_reference(EXPLORERS[page][1]))
+    seen = _drive(browser, page, width)
+    _assert_shows_cell(explorer, seen["before"])  # the page opens on its initial cell, drawn from the grid
+    last = seen["last"]
+    assert last >= 0, "the explorer has no slider"
+    after_slider = seen["after_slider"]
+    assert after_slider["sliders"][last] != seen["before"]["sliders"][last], "the slider did not move"
+    assert after_slider["ys"] != seen["before"]["ys"], "moving the slider did not change the plotted data"
+    _assert_shows_cell(explorer, after_slider)
+    if "after_button" in seen:
+        assert seen["after_button"]["ys"] != after_slider["ys"], "clicking a button did not change the plotted data"
+        _assert_shows_cell(explorer, seen["after_button"])
+    assert not seen["errors"], f"JavaScript errors on {page}: {seen['errors']}"
 
 
 def test_fig4_explorer_behaviour_in_the_browser(browser):
@@ -365,17 +425,6 @@ def test_built_page_loads_vendored_plotly_and_no_remote_script(page):
 # --- the reader's second pass: phones, the ledger, numbering, weight -------------------------------
 
 
-def _open(browser: Any, page: str, width: str, height: int = 900) -> tuple[Any, Any]:
-    """A tab on ``page`` (from file://) at one of WIDTHS, once its scripts have run."""
-    if not (ROOT / page).is_file():
-        _missing(f"{ROOT / page} is missing")
-    context = browser.new_context(viewport={"width": WIDTHS[width], "height": height})
-    tab = context.new_page()
-    tab.goto((ROOT / page).as_uri(), wait_until="load")
-    tab.wait_for_timeout(300)
-    return context, tab
-
-
 # Every control of an explorer (a slider's rail, each button): after scrolling it into view, the element under its
 # centre must belong to it (the rail's grip belongs to its slider); and no ancestor of the explorer may clip it
 # in a scroll box smaller than the explorer.
@@ -413,50 +462,31 @@ _CONTROLS_JS = """(id) => {
 def test_every_explorer_control_can_be_clicked(page, width, browser):
     """At 390 and 1280 px every slider and button is on top where it is drawn, in no scroll box smaller than
     the explorer (on phones the box used to cut off the sliders and the legend)."""
-    div_id = EXPLORERS[page][0]
-    context, tab = _open(browser, page, width)
-    try:
-        graph = f"document.getElementById('{div_id}')"
-        tab.wait_for_function(f"{graph} && {graph}.data !== undefined && {graph}.layout.sliders", timeout=30_000)
-        tab.wait_for_timeout(200)  # the narrow layout is applied on load
-        found = tab.evaluate(_CONTROLS_JS, div_id)
-    finally:
-        context.close()
+    found = _drive(browser, page, width)["controls"]
     assert found["n"] >= 2, f"{page}: found only {found['n']} controls"
     assert not found["bad"], f"{page} at {WIDTHS[width]} px: {found['bad']}"
-
-
-def _chapters() -> list[str]:
-    return [p for p in PAGES if p.startswith("book/")]
 
 
 # The smallest figure text of each shown picture, in CSS px: the PNG records its smallest text's height in its own
 # pixels (joma_lib.kit.phone.TEXT_PX_KEY); the browser scales the picture it chose to its displayed width.
 # Registry figures (<figure id>) and the pictures of widget panels (.joma-widget-static, inline data URIs).
-_PICTURES_JS = """() => [
-  ...[...document.querySelectorAll('.bd-article figure[id] img')].map(img => ({figure: img.closest('figure').id, img})),
-  ...[...document.querySelectorAll('.bd-article .joma-widget-static img')].map((img, i) => ({figure: `widget #${i}`, img})),
-].map(({figure, img}) => ({figure, src: img.currentSrc, shown: img.clientWidth, natural: img.naturalWidth}))"""
-
-
 def _png_text(src: str) -> dict[str, str]:
     """The text chunks of the PNG at ``src`` (a file:// URL or a data URI)."""
     import base64
     import io
-    from urllib.parse import unquote
 
     from PIL import Image
 
     if src.startswith("data:"):
         source: Any = io.BytesIO(base64.b64decode(src.split(",", 1)[1]))
     else:
-        source = unquote(urlparse(src).path)
+        source = _local_file(src)
     with Image.open(source) as image:
         return dict(getattr(image, "text", {}))
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
-def test_no_figure_text_below_9_css_px_on_a_phone(page, browser):
+def test_no_figure_text_below_9_css_px_on_a_phone(page, browser, base_url):
     """At 390 px every registry figure and every widget's picture shows its phone layout, and its smallest text
     is at least 9 CSS px."""
     from joma_lib.kit.phone import TEXT_PX_KEY
@@ -464,11 +494,8 @@ def test_no_figure_text_below_9_css_px_on_a_phone(page, browser):
 
     if page == "<no book>":
         _missing("no built book")
-    context, tab = _open(browser, page, "phone")
-    try:
-        pictures = [p for p in tab.evaluate(_PICTURES_JS) if p["figure"] in registry() or p["figure"].startswith("widget")]
-    finally:
-        context.close()
+    shown = _visit(browser, base_url, page, "phone")["pictures"]
+    pictures = [p for p in shown if p["figure"] in registry() or p["figure"].startswith("widget")]
     small = []
     for p in pictures:
         name = p["src"].rsplit("/", 1)[-1][:40]
@@ -487,29 +514,22 @@ _THEOREMS = {"book/theorem1.html": ["1"], "book/theorem2.html": ["2"], "book/the
 
 
 @pytest.mark.parametrize("page", list(_THEOREMS))
-def test_theorem_boxes_carry_the_papers_numbers(page, browser):
+def test_theorem_boxes_carry_the_papers_numbers(page, browser, base_url):
     """The theorem boxes of a chapter say "Theorem 1" ... "Theorem 5", as the paper numbers them."""
-    context, tab = _open(browser, page, "desktop")
-    try:
-        titles = tab.evaluate("() => [...document.querySelectorAll('div.admonition.theorem > p.admonition-title')]"
-                              ".map(p => p.innerText.trim())")
-    finally:
-        context.close()
+    if not (ROOT / page).is_file():
+        _missing(f"{ROOT / page} is missing")
+    titles = _visit(browser, base_url, page, "desktop")["theorems"]
     numbers = [re.match(r"Theorem (\S+)", t).group(1) if re.match(r"Theorem (\S+)", t) else t for t in titles]
     assert numbers == _THEOREMS[page], f"{page}: theorem boxes {titles}"
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
-def test_no_chapter_numbered_theorem_and_no_bare_figure_number(page, browser):
+def test_no_chapter_numbered_theorem_and_no_bare_figure_number(page, browser, base_url):
     """No "Theorem 2.1" (theorems use the paper's numbers) and no "Figure 4" without a chapter (the book's
     figures are "Figure 3.2", the paper's are "Fig. 4")."""
     if page == "<no book>":
         _missing("no built book")
-    context, tab = _open(browser, page, "desktop")
-    try:
-        text = tab.evaluate("() => document.querySelector('.bd-article').innerText")
-    finally:
-        context.close()
+    text = _visit(browser, base_url, page, "desktop")["text"]
     found = re.findall(r".{0,40}\bTheorem \d+\.\d+.{0,20}", text) + re.findall(r".{0,40}\bFigure \d+\b(?!\.\d).{0,20}",
                                                                               text)
     assert not found, f"{page}: {found}"
@@ -543,16 +563,14 @@ _LEDGER_JS = """() => {
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
-def test_claims_ledger_reads_without_scrolling(width, browser):
+def test_claims_ledger_reads_without_scrolling(width, browser, base_url):
     """book/claims.html: the ledger fits the column at 1280 px and is a list of cards at 390 px; failing and
     not-run rows look different from holding ones; claim ids break only at hyphens; links read as titles.
 
     The table is made by the ledger's renderer; the test skips where the built page has none."""
-    context, tab = _open(browser, "book/claims.html", width)
-    try:
-        ledger = tab.evaluate(_LEDGER_JS)
-    finally:
-        context.close()
+    if not (ROOT / "book/claims.html").is_file():
+        _missing(f"{ROOT / 'book/claims.html'} is missing")
+    ledger = _visit(browser, base_url, "book/claims.html", width)["ledger"]
     if ledger is None:
         pytest.skip("book/claims.html has no <table class='joma-ledger'> (the ledger's renderer)")
     assert ledger["n"] > 0
@@ -570,30 +588,6 @@ def test_claims_ledger_reads_without_scrolling(width, browser):
     assert not raw, f"links read as internal ids, not titles: {raw[:5]}"
 
 
-def _transfer(browser: Any, base_url: str, page: str) -> dict[str, int]:
-    """Every file the page loads at 1280 px (after its scripts ran) -> its gzip size (what a server sends)."""
-    import gzip
-    from urllib.parse import unquote
-
-    sizes: dict[str, int] = {}
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        tab = context.new_page()
-        context.route(_is_external, lambda route: route.abort())
-        tab.on("requestfinished", lambda r: sizes.setdefault(r.url, 0))
-        tab.goto(f"{base_url}/{page}", wait_until="networkidle")
-        tab.wait_for_timeout(500)
-    finally:
-        context.close()
-    out = {}
-    for url in sizes:
-        path = ROOT / unquote(urlparse(url).path).lstrip("/")
-        if path.is_file():
-            raw = path.read_bytes()
-            out[url] = min(len(raw), len(gzip.compress(raw, compresslevel=6)))
-    return out
-
-
 TEXT_ONLY_LIMIT = 1_500_000  # bytes, gzip
 
 
@@ -604,7 +598,7 @@ def test_page_weight_and_scripts_load_only_where_used(page, browser, base_url):
     if page == "<no book>":
         _missing("no built book")
     html = (ROOT / page).read_text(encoding="utf-8")
-    sizes = _transfer(browser, base_url, page)
+    sizes = _visit(browser, base_url, page, "desktop")["transfer"]
     names = [urlparse(u).path.rsplit("/", 1)[-1] for u in sizes]
     assert not [n for n in names if n.startswith("fontawesome")], f"{page} loads Font Awesome"
     if "plotly-graph-div" not in html:
