@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Colab/Binder rehearsal: run every chapter as a reader's notebook would, outside the repository.
 #   1. build a wheel of joma_lib from this checkout;
-#   2. make a fresh venv with only requirements.txt (torch first, the CPU wheel; no dev tools, no `-e .`),
+#   2. make a fresh venv with only requirements.txt (torch pinned, the CPU wheel; no dev tools, no `-e .`),
 #      plus ipykernel and nbclient, which Colab and Binder have;
 #   3. convert every chapter to .ipynb in a scratch folder outside the repository, with the install cell that
 #      the chapters' sources leave to _ext/install_cell.py (as `make twins` and the notebooks workflow do);
@@ -38,12 +38,18 @@ if [ -f "$venv/.complete" ]; then
   echo "rehearsal venv reused: $venv"
 else
   rm -rf "$cache"/venv-*  # an environment for other requirements is never used again
-  "$python" -m venv "$venv"
-  # --no-compile: no .pyc for every file of torch & co. up front (Python compiles what a notebook imports)
-  pip=("$venv/bin/pip" install -q --no-compile -c "$repo/constraints.txt")
-  "${pip[@]}" torch==2.13.0
+  "$python" -m venv "$venv"  # with pip, which the notebooks' install cell uses
+  # The packages pip would install, installed by uv as `make setup` does (pip's wheel folders passed on, no .pyc
+  # up front: Python compiles what a notebook imports); the dev venv's uv, or pip where there is none.
+  if [ -x .venv/bin/uv ]; then
+    install=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --python "$venv/bin/python")
+    for f in $("$python" -m pip config get global.find-links 2>/dev/null); do install+=(--find-links "$f"); done
+  else
+    install=("$venv/bin/pip" install -q --no-compile)
+  fi
+  install+=(-c "$repo/constraints.txt")
   grep -v '^-e ' requirements.txt > "$work/requirements.txt"
-  "${pip[@]}" -r "$work/requirements.txt" ipykernel nbclient
+  "${install[@]}" torch==2.13.0 -r "$work/requirements.txt" ipykernel nbclient
   touch "$venv/.complete"
 fi
 if [ "$venv_only" = 1 ]; then echo "rehearsal venv ready after $(( $(date +%s) - t0 ))s"; exit 0; fi

@@ -20,6 +20,10 @@ from joma_lib.kit.registry import FigureSpec, Tolerance
 
 registry_module = importlib.import_module("joma_lib.kit.registry")
 
+# A folder of figure stores, one per numerics variant (set by .ci/run): a trained figure verified under a variant
+# keeps its data there, so that the same test later in the run compares them instead of training again.
+VARIANT_STORES_ENV = "JOMA_TESTS_VARIANT_STORES"
+
 # a stand-in for numerics: each variant moves the "training curve" by its own amount, each seed by more
 NUMERICS = {"default": 0.0, "threads-1": 0.0, "aten-avx2": 2e-3, "mkl-compatible": -1e-3}
 
@@ -105,6 +109,13 @@ def test_trained_figure_verifies_under_mkl_compatible():
     verify step regenerates every trained figure under the default numerics.
     """
     env = {**os.environ, **calibration.VARIANTS["mkl-compatible"]}
-    result = subprocess.run([sys.executable, "-m", "joma_lib.figures", "verify", "c-rerun-quick"],
-                            env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=900)
+    command = [sys.executable, "-m", "joma_lib.figures", "verify", "c-rerun-quick"]
+    variant_stores = os.environ.get(VARIANT_STORES_ENV)
+    if variant_stores:  # computed once per CI run: .ci/run runs this test in phase 1, keeping the data for `make test`
+        store = Path(variant_stores) / "mkl-compatible"
+        store.mkdir(parents=True, exist_ok=True)
+        command += ["--from", str(store), "--keep"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1],
+                            timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "c-rerun-quick" in result.stdout and "all checked figures match" in result.stdout, result.stdout

@@ -191,3 +191,19 @@ def test_verify_from_computes_what_the_store_lacks_or_made_otherwise(toy_registr
         harness.load_stored("c-toy", store)
     assert main(["verify", "--from", str(tmp_path / "absent"), "c-toy"]) == 2
     assert "--from must be an existing folder" in capsys.readouterr().err
+
+
+def test_verify_keep_stores_what_it_computed_for_the_next_verify(toy_registry, tmp_path, capsys):
+    """``verify --from DIR --keep`` (CI's side lane) keeps what it computed; a later ``verify --from DIR`` draws it."""
+    harness.update_reference("c-toy")
+    store = tmp_path / "store"
+    store.mkdir()
+    assert main(["verify", "--from", str(store), "c-toy"]) == 0
+    assert not (store / "c-toy.npz").exists()  # without --keep nothing is written
+    assert main(["verify", "--from", str(store), "--keep", "c-toy"]) == 0
+    assert "ok (computed)" in capsys.readouterr().out
+    assert harness.load_stored("c-toy", store) is not None
+    assert main(["verify", "--from", str(store), "c-toy"]) == 0
+    assert "ok (stored)" in capsys.readouterr().out
+    assert main(["verify", "--keep", "c-toy"]) == 2
+    assert "--keep needs --from" in capsys.readouterr().err

@@ -5,6 +5,7 @@
     python -m joma_lib.figures make table1 --full   # the paper-scale setting of a figure (slow; GPU advised)
     python -m joma_lib.figures verify [ids]         # regenerate, compare with the references; exit 1 on failure
     python -m joma_lib.figures verify --from DIR    # compare the data a book build kept in DIR; compute the rest
+    python -m joma_lib.figures verify --from DIR --keep  # ... and keep what was computed in DIR
     python -m joma_lib.figures update [ids]         # rewrite the committed reference data
     python -m joma_lib.figures claims [ids] [--json] # the paper's claims: value, threshold, verdict
     python -m joma_lib.figures calibrate [ids]      # measure trained figures' tolerances across numerics/seeds
@@ -96,11 +97,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     failures = skipped = from_store = 0
     ids = _ids(args.ids)
     store = _readable_dir(args.from_dir, "--from") if args.from_dir is not None else None
+    if args.keep and store is None:
+        raise ValueError("verify --keep needs --from DIR: the figure store to keep the computed data in")
     claim_rows = []
     print(f"{'figure':<24} {'worst array':<22} {'max |dev|':>11} {'rtol':>8} {'atol':>8} {'dev/tol':>9}  verdict")
     for fig_id in ids:
         try:
-            data, stored = stored_or_computed(fig_id, store)
+            data, stored = stored_or_computed(fig_id, store, keep=args.keep)
             c = compare_with_reference(fig_id, data)
             rows = evaluate_figure(fig_id, data)
         except (MissingReferenceError, InputCorruptError) as err:  # no usable reference or a damaged input file
@@ -198,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.choices["verify"].add_argument("--from", dest="from_dir", metavar="DIR",
                                        help="take the data kept in the figure store DIR (JOMA_FIGURE_STORE of a "
                                             "book build) instead of computing them; compute the figures not there")
+    sub.choices["verify"].add_argument("--keep", action="store_true",
+                                       help="with --from: keep the data computed here in DIR, as a book build "
+                                            "does, so that a later verify --from DIR compares them without "
+                                            "computing them again")
     sub.choices["claims"].add_argument("--json", action="store_true",
                                        help="print a JSON list of objects (id, figure, paper_ref, statement, "
                                             "value, threshold, verdict, page; reason when not run)")

@@ -385,23 +385,25 @@ def load_stored(fig_id: str, store: Path) -> FigureData | None:
     return data if same_isa and manifest.get("params") == _params_json(fig_id) else None
 
 
-def stored_or_computed(fig_id: str, store: Path | None = None) -> tuple[FigureData, bool]:
+def stored_or_computed(fig_id: str, store: Path | None = None, keep: bool = False) -> tuple[FigureData, bool]:
     """``fig_id``'s data with its registered params, and whether they came from ``store`` (:func:`load_stored`)
-    rather than being computed now. Nothing is written."""
+    rather than being computed now. With ``keep``, data computed now are kept in ``store`` (with the precisions
+    they were trained in), so the next caller with that store draws them instead of computing them again."""
     stored = load_stored(fig_id, store) if store is not None else None
-    return (stored, True) if stored is not None else (compute(fig_id), False)
+    if stored is not None:
+        return stored, True
+    with precisions_used() as used:
+        data = compute(fig_id)
+    if keep and store is not None:
+        store.mkdir(parents=True, exist_ok=True)
+        write_reference(fig_id, data, store, precision=",".join(sorted(used)))
+    return data, False
 
 
 def registered_data(fig_id: str) -> FigureData:
     """``fig_id``'s data with its registered params, computed once per figure store: drawn from the store
     (``JOMA_FIGURE_STORE``) when kept there, otherwise computed now and, with a store, kept there."""
-    store = store_dir()
-    with precisions_used() as used:
-        data, stored = stored_or_computed(fig_id, store)
-    if store is not None and not stored:
-        store.mkdir(parents=True, exist_ok=True)
-        write_reference(fig_id, data, store, precision=",".join(sorted(used)))
-    return data
+    return stored_or_computed(fig_id, store_dir(), keep=True)[0]
 
 
 def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> FigureData:
