@@ -74,6 +74,12 @@ def figure_data(kept_figure_data) -> Callable[[str], dict[str, np.ndarray]]:
     return data
 
 
+@pytest.fixture(scope="module")
+def figures_by_id(request, figure_data) -> dict[str, dict[str, np.ndarray]]:
+    """The data of the figures the test module names in its ``IDS``, by id (``figure_data``, once per module)."""
+    return {fig_id: figure_data(fig_id) for fig_id in request.module.IDS}
+
+
 @pytest.fixture
 def theorem1_holds() -> Callable[[str], dict[str, np.ndarray]]:
     """``theorem1_holds(attention)``: check Theorem 1 for a registered attention kind (CONTRIBUTING.md, "Add an

@@ -8,18 +8,13 @@ import pytest
 IDS = ("c-thm2-closed-form", "c-thm2-saliency")
 
 
-@pytest.fixture(scope="module")
-def data(figure_data) -> dict[str, dict[str, np.ndarray]]:
-    return {fig_id: figure_data(fig_id) for fig_id in IDS}
-
-
 @pytest.mark.parametrize("fig_id", IDS)
-def test_matches_reference_and_draws(data, fig_id, drawn_like_reference):
-    drawn_like_reference(fig_id, data[fig_id])
+def test_matches_reference_and_draws(figures_by_id, fig_id, drawn_like_reference):
+    drawn_like_reference(fig_id, figures_by_id[fig_id])
 
 
-def test_thm2_closed_form_figure(data):
-    d = data["c-thm2-closed-form"]
+def test_thm2_closed_form_figure(figures_by_id):
+    d = figures_by_id["c-thm2-closed-form"]
     np.testing.assert_allclose(d["v_ode"], d["v_closed"], rtol=1e-6, atol=1e-12)
     assert d["t"][-1] / d["t_star"] == pytest.approx(0.999)
     spread = np.ptp(d["ratio_half"][1:], axis=1)

@@ -11,14 +11,9 @@ from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget, modified_mlp
 IDS = ("fig4", "c-fig4-variants", "c-thm4-rates", "c-thm3-relu")
 
 
-@pytest.fixture(scope="module")
-def data(figure_data) -> dict[str, dict[str, np.ndarray]]:
-    return {fig_id: figure_data(fig_id) for fig_id in IDS}
-
-
 @pytest.mark.parametrize("fig_id", IDS)
-def test_matches_reference_and_draws(data, fig_id, drawn_like_reference):
-    drawn_like_reference(fig_id, data[fig_id])
+def test_matches_reference_and_draws(figures_by_id, fig_id, drawn_like_reference):
+    drawn_like_reference(fig_id, figures_by_id[fig_id])
 
 
 def test_panel_redraws_on_control_changes():
@@ -51,8 +46,8 @@ def test_panel_rejects_unknown_controls_and_builds_widget():
     assert modified_mlp_widget(n_steps=200).children
 
 
-def test_fig4_data(data):
-    d = data["fig4"]
+def test_fig4_data(figures_by_id):
+    d = figures_by_id["fig4"]
     assert d["v_snapshots"].shape == (50, 10) and d["snapshot_steps"][-1] == 4900
     h = d["entropy"]
     assert h.shape == (5001,) and h[0] == pytest.approx(np.log(10))
@@ -60,24 +55,24 @@ def test_fig4_data(data):
     assert float(d["entropy_limit"]) == pytest.approx(1.6216, abs=1e-3)
 
 
-def test_fig4_variants_data(data):
-    d = data["c-fig4-variants"]
+def test_fig4_variants_data(figures_by_id):
+    d = figures_by_id["c-fig4-variants"]
     ode_h = d["ode_entropy"]
     i_min = int(np.argmin(ode_h))
     assert 0 < i_min < ode_h.size - 1 and ode_h[-1] - ode_h[i_min] >= 0.2  # sparse, then dense, in the ODE too
     assert ode_h[-1] == pytest.approx(float(d["ode_entropy_limit"]), abs=1e-6)
     np.testing.assert_allclose(d["ode_v"][-1], d["mu"], rtol=1e-12)
     assert d["linear_entropy"][-1] < 0.3 and np.all(np.diff(d["linear_entropy"][1:]) <= 1e-12)
-    np.testing.assert_allclose(d["fig4_entropy"], data["fig4"]["entropy"][d["fig4_steps"]], rtol=1e-14)
+    np.testing.assert_allclose(d["fig4_entropy"], figures_by_id["fig4"]["entropy"][d["fig4_steps"]], rtol=1e-14)
 
 
-def test_rates_data(data):
-    d = data["c-thm4-rates"]
+def test_rates_data(figures_by_id):
+    d = figures_by_id["c-thm4-rates"]
     assert np.all(np.abs(d["ratios"][-1] / d["ratio_limits"] - 1) < 0.002)
     assert np.all(d["u"][-1] > 100)  # delta = exp(-u) far below what v could resolve
 
 
-def test_relu_data(data):
-    d = data["c-thm3-relu"]
+def test_relu_data(figures_by_id):
+    d = figures_by_id["c-thm3-relu"]
     assert np.all(np.abs(d["closed"] - d["mc"]) < 4.5 * d["mc_stderr"] + 1e-12)
     assert (d["cos_relu"][-1] > 0.99).sum() >= 3 and d["cos_linear"][-1].max() < 0.7
