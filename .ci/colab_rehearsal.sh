@@ -31,7 +31,7 @@ cache=${JOMA_REHEARSAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/joma-rehearsal}
 mkdir -p "$cache"
 exec 9> "$cache/lock"
 flock 9  # one rehearsal at a time uses the cached environment
-key=$({ cat requirements.txt constraints.txt; "$python" -VV; echo "torch==2.13.0 ipykernel nbclient"; } \
+key=$({ cat requirements.txt constraints.txt; "$python" -VV; echo "torch==2.13.0 ipykernel nbclient, bytecode compiled"; } \
       | sha256sum | cut -c1-16)
 venv="$cache/venv-$key"
 if [ -f "$venv/.complete" ]; then
@@ -39,13 +39,14 @@ if [ -f "$venv/.complete" ]; then
 else
   rm -rf "$cache"/venv-*  # an environment for other requirements is never used again
   "$python" -m venv "$venv"  # with pip, which the notebooks' install cell uses
-  # The packages pip would install, installed by uv as `make setup` does (pip's wheel folders passed on, no .pyc
-  # up front: Python compiles what a notebook imports); the dev venv's uv, or pip where there is none.
+  # The packages pip would install, installed by uv as `make setup` does (pip's wheel folders passed on, bytecode
+  # compiled: under PYTHONDONTWRITEBYTECODE every kernel would compile torch & co. again); the dev venv's uv, or pip
+  # where there is none.
   if [ -x .venv/bin/uv ]; then
-    install=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --python "$venv/bin/python")
+    install=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --compile-bytecode --python "$venv/bin/python")
     for f in $("$python" -m pip config get global.find-links 2>/dev/null); do install+=(--find-links "$f"); done
   else
-    install=("$venv/bin/pip" install -q --no-compile)
+    install=("$venv/bin/pip" install -q)
   fi
   install+=(-c "$repo/constraints.txt")
   grep -v '^-e ' requirements.txt > "$work/requirements.txt"
