@@ -207,3 +207,13 @@ def test_verify_keep_stores_what_it_computed_for_the_next_verify(toy_registry, t
     assert "ok (stored)" in capsys.readouterr().out
     assert main(["verify", "--keep", "c-toy"]) == 2
     assert "--keep needs --from" in capsys.readouterr().err
+
+
+def test_an_entry_being_written_is_not_read_half(toy_registry, tmp_path, toy_spec):
+    """Between the npz and its manifest (another notebook keeping the figure right now) the store has no entry yet."""
+    store = tmp_path / "store"
+    harness.write_reference("c-toy", toy_spec.make(), store)
+    (store / "c-toy.json").unlink()  # as seen between the writer's two renames
+    assert harness.load_stored("c-toy", store) is None
+    harness.write_reference("c-toy", toy_spec.make(), store)
+    assert harness.load_stored("c-toy", store) is not None

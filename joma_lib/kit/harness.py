@@ -373,9 +373,12 @@ def _params_json(fig_id: str) -> Any:
 def load_stored(fig_id: str, store: Path) -> FigureData | None:
     """``fig_id``'s data kept in ``store`` by :func:`show`, if they were made here as now: with the figure's
     registered params, for the reference variant that applies (e.g. the training precision) and under the same
-    oneDNN instruction-set ceiling; None otherwise. A damaged entry raises :class:`CorruptReferenceError`."""
+    oneDNN instruction-set ceiling; None otherwise. A damaged entry raises :class:`CorruptReferenceError`.
+
+    An entry counts once its manifest is there: :func:`write_reference` writes the npz, then the manifest (each
+    atomically), so a notebook executed beside the one that is keeping the figure never sees half an entry."""
     path = reference_path(fig_id, store)
-    if not path.exists():
+    if not path.with_suffix(".json").exists():
         return None
     data = load_reference(fig_id, store)  # sha256, names, shapes and dtypes against its manifest
     manifest = json.loads(path.with_suffix(".json").read_text())
