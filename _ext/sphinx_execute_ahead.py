@@ -34,9 +34,11 @@ LAST = ("claims", "conclusion")
 
 def jobs() -> int:
     """``JOMA_BOOK_JOBS`` as a count of notebooks executed at once (1 when unset or empty)."""
+    from sphinx.errors import ConfigError
+
     value = os.environ.get(JOBS_ENV, "").strip() or "1"
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{JOBS_ENV} must be a whole number >= 1 (notebooks executed at once), got {value!r}")
+        raise ConfigError(f"{JOBS_ENV} must be a whole number >= 1 (notebooks executed at once), got {value!r}")
     return int(value)
 
 

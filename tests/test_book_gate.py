@@ -72,3 +72,21 @@ def test_strict_build_fails_exactly_when_a_notebook_raises(tmp_path, extra, shou
     else:
         assert "[execute-ahead]" not in log and "Using cached notebook" not in log
         assert log.count("Executed notebook in") == (2 if should_pass else 0)
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
+def test_a_bad_job_count_is_refused_with_its_name(monkeypatch, value):
+    from sphinx.errors import ConfigError
+
+    import sphinx_execute_ahead
+
+    monkeypatch.setenv("JOMA_BOOK_JOBS", value)
+    with pytest.raises(ConfigError, match=f"JOMA_BOOK_JOBS must be a whole number >= 1.*{value!r}"):
+        sphinx_execute_ahead.jobs()
+
+
+def test_the_ledger_pages_are_executed_last():
+    import sphinx_execute_ahead
+
+    order = sphinx_execute_ahead.page_order(["book/conclusion", "book/theorem1", "book/claims", "book/audit"])
+    assert order == ["book/audit", "book/theorem1", "book/claims", "book/conclusion"]
