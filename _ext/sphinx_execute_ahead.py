@@ -8,6 +8,9 @@ build's configuration), executes those that the cache does not hold yet ``JOMA_B
 own kernel, with the page's folder as working directory, as myst-nb does), and stores each one that succeeds in
 that cache, as myst-nb would. Sphinx then reads every page from the cache. A notebook that fails here is not
 stored: the build executes it again and reports the error as it always does (``make book-strict`` fails on it).
+What myst-nb would change in a notebook after reading it (kernel-name aliases, a page's own ``mystnb`` settings) is
+not applied here; the book uses neither, and a notebook that came out different would not match the cache, so
+the build would simply execute it again.
 
 The page that evaluates the claims ledger (``claims``) and the one that reads it (``conclusion``) go last, so
 that the figures they draw are mostly kept in the figure store (``JOMA_FIGURE_STORE``) by then.
