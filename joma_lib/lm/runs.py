@@ -61,6 +61,12 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def save_checkpoint(ckpt_path: Path, state: Mapping[str, Any]) -> None:
+    """Write ``checkpoint.pt`` atomically (a kill while writing leaves the previous checkpoint in place)."""
+    with atomic_path(ckpt_path) as tmp:
+        torch.save(dict(state), tmp)
+
+
 def load_checkpoint(ckpt_path: Path, dev: torch.device) -> dict[str, Any]:
     """Read ``checkpoint.pt``; a damaged file raises a ValueError that says how to recover."""
     try:

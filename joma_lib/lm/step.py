@@ -19,13 +19,12 @@ import torch
 
 from joma_lib.cpu import onednn_isa_limit
 from joma_lib.device import pinned_threads, resolve_device
-from joma_lib.io import atomic_path
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig, same_config
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
 from joma_lib.lm.model import TransformerLM, precision_dtype
 from joma_lib.lm.precision import record_used, resolve
-from joma_lib.lm.runs import finished_result, load_checkpoint, run_lock, write_results
+from joma_lib.lm.runs import finished_result, load_checkpoint, run_lock, save_checkpoint, write_results
 from joma_lib.validation import check_int
 
 if TYPE_CHECKING:
@@ -173,10 +172,9 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
                            ("stable_rank", [stable_rank(w) for w in model.lower_mlp_weights()])]:
             hist[key].append(value)
         bar.set_postfix(loss=f"{val:.3f}", entropy=" ".join(f"{e:.2f}" for e in ent))
-        with atomic_path(ckpt_path) as tmp:
-            torch.save({"config": asdict(cfg), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "rng": _rng_state(dev), "history": hist, "step": step, "threads": threads,
-                        "precision_used": precision}, tmp)
+        save_checkpoint(ckpt_path, {"config": asdict(cfg), "model": model.state_dict(),
+                                    "optimizer": optimizer.state_dict(), "rng": _rng_state(dev), "history": hist,
+                                    "step": step, "threads": threads, "precision_used": precision})
 
     if step == 0 and not hist["minibatch"]:
         record(float("nan"))
