@@ -131,22 +131,34 @@ def bits_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
     """Inverted dropout ``x * m`` with ``m = s`` (kept) or ``0``, drawn from 15 random bits per entry.
 
     torch's CPU dropout draws its mask with ``bernoulli_`` (~8 ns an entry here). Here one
-    ``random_`` call fills 64 bits per 4 entries; each entry's 16 bits, shifted right once, give
-    a uniform integer ``u`` in ``[0, 2^15)`` (offset by ``-2^14`` in the int16 arithmetic), kept
-    iff ``u < k``; the sign of ``u - k`` selects the bit pattern of ``s`` or of 0, so no boolean
-    tensor is formed (~5x faster than ``bernoulli_``). ``s = 1 / (1 - p)`` rounded to ``x``'s dtype and ``k = round(2^15 / s)``, so
-    ``E[m] = k s / 2^15 = 1`` to within ``s / 2^16`` and the drop rate is ``p`` to within
-    ``2^-15`` plus the rounding of ``s`` (none for p = 0.2: s = 1.25 is exact in bf16).
+    ``random_`` call fills 64 bits per 4 entries (:func:`draw_mask_bits`), from which
+    :func:`apply_mask_bits` keeps each entry iff its 15 bits fall below a threshold (~5x faster than ``bernoulli_``).
     """
     check_float("p", p, 0, 1, high_open=True)
     if p == 0:
         return x
+    return apply_mask_bits(x, draw_mask_bits(x.numel(), x.device).view(torch.int16), p)
+
+
+def draw_mask_bits(n: int, device: torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The random bits of a mask of ``n`` entries: ``ceil(n / 4)`` int64 words from ``generator`` (torch's global
+    one by default), all 64 bits uniform."""
+    return torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None, generator=generator)
+
+
+def apply_mask_bits(x: torch.Tensor, words: torch.Tensor, p: float) -> torch.Tensor:
+    """``x * m`` for the mask ``m`` that the random int16 ``words`` (at least ``x.numel()``, one per entry) encode.
+
+    Each entry's 16 bits, shifted right once, give a uniform integer ``u`` in ``[0, 2^15)`` (offset by ``-2^14``
+    in the int16 arithmetic), kept iff ``u < k``; the sign of ``u - k`` selects the bit pattern of ``s`` or of 0,
+    so no boolean tensor is formed. ``s = 1 / (1 - p)`` rounded to ``x``'s dtype and ``k = round(2^15 / s)``, so
+    ``E[m] = k s / 2^15 = 1`` to within ``s / 2^16`` and the drop rate is ``p`` to within ``2^-15`` plus the
+    rounding of ``s`` (none for p = 0.2: s = 1.25 is exact in bf16).
+    """
     int_dtype = _INT_OF_WIDTH[x.element_size()]
     scale = torch.tensor(1 / (1 - p), dtype=x.dtype)
     keep = round(2**15 / float(scale))
-    n = x.numel()
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)  # all 64 bits
-    u = bits.view(torch.int16)[:n].view(x.shape) >> 1  # uniform in [-2^14, 2^14)
+    u = words[: x.numel()].view(x.shape) >> 1  # uniform in [-2^14, 2^14)
     keep_all_ones = ((u - (keep - 2**14)) >> 15).to(int_dtype)  # -1 (all bits set) where u < k, else 0
     return x * (keep_all_ones & int(scale.view(int_dtype))).view(x.dtype)
 

@@ -142,21 +142,14 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
     if data is None:
         data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
     n_batches = n_chunks(data.train, cfg.seq_len)
-    ckpt = load_checkpoint(ckpt_path, dev) if ckpt_path.exists() else None
-    if ckpt is not None:
-        if not same_config(ckpt["config"], cfg):
-            raise ValueError(f"{ckpt_path} belongs to a run with other settings; remove it or use another --out")
-        if ckpt.get("threads", threads) != threads:
-            raise ValueError(f"{ckpt_path} was trained with threads={ckpt['threads']} and its numbers depend on it; "
-                             f"resume with --threads {ckpt['threads']} (or delete it to start again)")
+    ckpt = resumable_checkpoint(ckpt_path, cfg, dev, threads)
     # a resumed run keeps the precision it started with, whatever `auto` would pick now
     precision = ckpt.get("precision_used", cfg.precision) if ckpt is not None else run_precision(cfg, dev, threads)
     record_used(precision)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, len(data.vocab)).to(dev)
     optimizer = make_optimizer(model, cfg.lr)
-    hist: dict[str, list[Any]] = {"minibatch": [], "val_loss": [], "attn_entropy": [], "stable_rank": [],
-                                  "train_loss": []}
+    hist = new_history()
     step = 0
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
@@ -164,7 +157,7 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
         _set_rng_state(ckpt["rng"], dev)
         hist, step = ckpt["history"], ckpt["step"]
     marks = set(cfg.checkpoints().tolist())
-    bar = _progress(cfg, step, progress)
+    bar = progress_bar(cfg.name, cfg.steps, step, progress)
 
     def record(train_loss: float) -> None:
         val, ent = evaluate(model, data.valid, cfg.seq_len, cfg.eval_chunks)
@@ -174,13 +167,14 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
         bar.set_postfix(loss=f"{val:.3f}", entropy=" ".join(f"{e:.2f}" for e in ent))
         save_checkpoint(ckpt_path, {"config": asdict(cfg), "model": model.state_dict(),
                                     "optimizer": optimizer.state_dict(), "rng": _rng_state(dev), "history": hist,
-                                    "step": step, "threads": threads, "precision_used": precision})
+                                    "step": step, "threads": threads, "precision_used": precision,
+                                    "running_loss": 0.0, "running_steps": 0})
 
     if step == 0 and not hist["minibatch"]:
         record(float("nan"))
     model.train()
-    running = torch.zeros((), device=dev)
-    since = 0
+    running = torch.tensor(ckpt.get("running_loss", 0.0) if ckpt else 0.0, device=dev)
+    since = ckpt.get("running_steps", 0) if ckpt else 0
     try:
         while step < cfg.steps:
             if stop_at is not None and step >= stop_at:
@@ -202,21 +196,48 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
         raise RunInterrupted(f"{cfg.name} stopped at step {step} of {cfg.steps}; its last checkpoint (step "
                              f"{hist['minibatch'][-1]}) is in {ckpt_path}") from None
     bar.close()
-    arrays = {"minibatch": np.asarray(hist["minibatch"], dtype=np.int64),
-              "val_loss": np.asarray(hist["val_loss"], dtype=np.float64),
-              "attn_entropy": np.asarray(hist["attn_entropy"], dtype=np.float64),
-              "stable_rank": np.asarray(hist["stable_rank"], dtype=np.float64),
-              "train_loss": np.asarray(hist["train_loss"], dtype=np.float64)}
-    write_results(result_path, arrays, {"config": asdict(cfg), "data_note": data.note, "vocab_size": len(data.vocab),
-                                        "train_tokens": int(data.train.numel()), "steps_per_epoch": n_batches,
-                                        "device": str(dev), "torch": torch.__version__, "threads": threads,
-                                        "precision_used": precision, "onednn_isa_limit": onednn_isa_limit()})
+    arrays = history_arrays(hist)
+    write_results(result_path, arrays, result_meta(cfg, data, dev, threads, precision))
     return arrays
 
 
-def _progress(cfg: RunConfig, start: int, enabled: bool) -> Any:
+def resumable_checkpoint(ckpt_path: Path, cfg: RunConfig, dev: torch.device, threads: int) -> dict[str, Any] | None:
+    """The run's checkpoint, if there is one, once it is known to be this run's, trained on ``threads`` threads
+    (ValueError saying what to do otherwise)."""
+    if not ckpt_path.exists():
+        return None
+    ckpt = load_checkpoint(ckpt_path, dev)
+    if not same_config(ckpt["config"], cfg):
+        raise ValueError(f"{ckpt_path} belongs to a run with other settings; remove it or use another --out")
+    if ckpt.get("threads", threads) != threads:
+        raise ValueError(f"{ckpt_path} was trained with threads={ckpt['threads']} and its numbers depend on it; "
+                         f"resume with --threads {ckpt['threads']} (or delete it to start again)")
+    return ckpt
+
+
+def new_history() -> dict[str, list[Any]]:
+    """A run's measurements along training, one entry per checkpoint (see :func:`train_run`)."""
+    return {"minibatch": [], "val_loss": [], "attn_entropy": [], "stable_rank": [], "train_loss": []}
+
+
+def history_arrays(hist: Mapping[str, list[Any]]) -> dict[str, np.ndarray]:
+    """A finished run's history as the arrays of its ``result.npz``."""
+    return {"minibatch": np.asarray(hist["minibatch"], dtype=np.int64),
+            **{key: np.asarray(hist[key], dtype=np.float64)
+               for key in ("val_loss", "attn_entropy", "stable_rank", "train_loss")}}
+
+
+def result_meta(cfg: RunConfig, data: LMData, dev: torch.device, threads: int, precision: str) -> dict[str, Any]:
+    """What a run's ``result.json`` records beside its config: the corpus, the machine and the numerics."""
+    return {"config": asdict(cfg), "data_note": data.note, "vocab_size": len(data.vocab),
+            "train_tokens": int(data.train.numel()), "steps_per_epoch": n_chunks(data.train, cfg.seq_len),
+            "device": str(dev), "torch": torch.__version__, "threads": threads, "precision_used": precision,
+            "onednn_isa_limit": onednn_isa_limit()}
+
+
+def progress_bar(desc: str, total: int, start: int, enabled: bool) -> Any:
+    """A tqdm bar of ``total`` steps starting at ``start`` (disabled unless ``enabled``)."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=cfg.steps, initial=start, desc=cfg.name, disable=not enabled, dynamic_ncols=True,
-                mininterval=1.0)
+    return tqdm(total=total, initial=start, desc=desc, disable=not enabled, dynamic_ncols=True, mininterval=1.0)
 

@@ -1,0 +1,160 @@
+"""The training step of a stack of runs (:class:`~joma_lib.lm.stacked.StackedLM`): loss, backward, each run's
+gradient-norm clip and Adam, with nothing read back to the host, so that on a GPU the whole step is captured
+once as a CUDA graph and replayed (one launch instead of hundreds: the unstacked step is launch-bound there).
+
+Adam is written out (Kingma & Ba 2015, Algorithm 1, as ``torch.optim.Adam`` computes it) because each run has
+its own learning rate and its own step count: for run ``r`` with gradient ``g``,
+
+    m <- b1 m + (1 - b1) g,   v <- b2 v + (1 - b2) g^2,
+    theta <- theta - lr_r / (1 - b1^t_r) * m / (sqrt(v) / sqrt(1 - b2^t_r) + eps),
+
+and the clip of each run's gradient to norm ``c_r`` is ``torch.nn.utils.clip_grad_norm_``'s:
+``g <- g * min(1, c_r / (||g_r|| + 1e-6))`` with ``||g_r||`` over all of run ``r``'s parameters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from joma_lib.lm.model import precision_dtype
+from joma_lib.lm.stacked import CounterMasks, StackedLM
+
+BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as make_optimizer uses them
+#: eager steps (on a side stream) before a step is captured: cuBLAS and the allocator settle first
+WARMUP_STEPS = 3
+
+
+def _per_run(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``t [R]`` shaped to broadcast against ``like [R, ...]``."""
+    return t.view(-1, *([1] * (like.ndim - 1)))
+
+
+class AdamState:
+    """Each run's Adam moments and step count for every parameter of a stack (zero: a fresh optimiser)."""
+
+    def __init__(self, params: Sequence[torch.Tensor]) -> None:
+        self.exp_avg = [torch.zeros_like(p) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
+        self.steps = torch.zeros(params[0].shape[0], dtype=torch.float64, device=params[0].device)
+
+    def reset(self) -> None:
+        """A new optimiser for every run (the authors' reset at each epoch)."""
+        for t in (*self.exp_avg, *self.exp_avg_sq, self.steps):
+            t.zero_()
+
+
+@torch.no_grad()
+def clip_(grads: Sequence[torch.Tensor], clip: torch.Tensor) -> None:
+    """Scale each run's gradients so that their norm is at most ``clip[r]`` (see the module docstring)."""
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])  # [P, R]
+    coef = (clip.to(norms.dtype) / (torch.linalg.vector_norm(norms, dim=0) + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(_per_run(coef, g))
+
+
+@torch.no_grad()
+def adam_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: AdamState, lr: torch.Tensor
+          ) -> None:
+    """One Adam update of every run (see the module docstring)."""
+    b1, b2 = BETAS
+    state.steps += 1
+    step_size = lr / (1 - b1**state.steps)  # per run, in float64 as torch's scalars; rounded to p's dtype below
+    correction2 = (1 - b2**state.steps).sqrt()
+    for p, g, m, v in zip(params, grads, state.exp_avg, state.exp_avg_sq, strict=True):
+        m.lerp_(g, 1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        denom = (v.sqrt() / _per_run(correction2.to(v.dtype), v)).add_(EPS)
+        p.addcmul_(m / denom, _per_run(step_size.to(p.dtype), p), value=-1.0)
+
+
+class StackStep:
+    """The step of a stack: ``step(x, y)`` trains every run on the batch ``x -> y`` and adds each run's loss
+    to ``running`` (``[R]``, on the device). On a GPU it is captured as a CUDA graph per sequence length after
+    :data:`WARMUP_STEPS` eager steps (``capture=False``, or a capture that fails, keeps it eager: ``mode`` says
+    which)."""
+
+    def __init__(self, model: StackedLM, state: AdamState, lr: torch.Tensor, clip: torch.Tensor, precision: str,
+                 capture: bool = True) -> None:
+        self.model, self.state, self.lr, self.clip = model, state, lr, clip
+        self.params = list(model.params.values())
+        self.precision = precision
+        self.device = self.params[0].device
+        self.running = torch.zeros(model.n_runs, dtype=torch.float32, device=self.device)
+        self.mode = "cuda-graph" if capture and self.device.type == "cuda" else "eager"
+        self._graphs: dict[tuple[int, ...], tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]] = {}
+        self._eager_steps: dict[tuple[int, ...], int] = {}
+
+    @contextlib.contextmanager
+    def _numerics(self) -> Iterator[None]:
+        """Autocast for bf16 (no weight cache: a captured graph must not keep casts of old weights), TF32
+        matrix products for tf32."""
+        dtype = precision_dtype("bf16" if self.precision == "bf16" else "fp32")
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = self.precision == "tf32"
+        try:
+            with torch.autocast(self.device.type, dtype=dtype, enabled=self.precision == "bf16",
+                                cache_enabled=False):
+                yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+
+    def _body(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        masks = self.model.masks
+        if isinstance(masks, CounterMasks):
+            masks.start_step()
+        with self._numerics():
+            losses = self.model.losses(x, y)
+        grads = torch.autograd.grad(losses.sum(), self.params)
+        clip_(grads, self.clip)
+        adam_(self.params, grads, self.state, self.lr)
+        with torch.no_grad():
+            self.running += losses.detach()
+        if isinstance(masks, CounterMasks):
+            masks.advance()
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        if self.mode == "eager":
+            self._body(x, y)
+            return
+        key = tuple(x.shape)
+        if key in self._graphs:
+            graph, static_x, static_y = self._graphs[key]
+            static_x.copy_(x)
+            static_y.copy_(y)
+            graph.replay()
+            return
+        done = self._eager_steps.get(key, 0)
+        if done < WARMUP_STEPS:  # warm-up steps are real steps, run eagerly on a side stream
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                self._body(x, y)
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            self._eager_steps[key] = done + 1
+            return
+        self._capture(key, x, y)
+
+    def _capture(self, key: tuple[int, ...], x: torch.Tensor, y: torch.Tensor) -> None:
+        static_x, static_y = x.clone(), y.clone()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                self._body(static_x, static_y)
+        except Exception as err:  # a capture that fails leaves the state untouched: nothing ran
+            print(f"joma_lib: capturing the training step as a CUDA graph failed ({type(err).__name__}: "
+                  f"{' '.join(str(err).split())[:200]}); training eagerly", file=sys.stderr)
+            self.mode = "eager"
+            torch.cuda.synchronize(self.device)
+            self._body(x, y)
+            return
+        self._graphs[key] = (graph, static_x, static_y)
+        graph.replay()  # capturing only records: this replay is the step
+
+
+def on_device(values: Sequence[float], device: torch.device) -> torch.Tensor:
+    """Per-run hyperparameters (learning rates, clips) as one float64 tensor ``[R]`` on ``device``."""
+    return torch.tensor(list(values), dtype=torch.float64, device=device)

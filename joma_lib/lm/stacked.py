@@ -1,0 +1,243 @@
+"""Runs of one shape as one model: the paper's language model with a leading run axis on every parameter.
+
+``R`` runs that share their shapes (depth, widths, vocabulary, batch) and read the same batches (same corpus)
+differ only in their seed, learning rate and clip. :class:`StackedLM` holds each parameter of
+:class:`~joma_lib.lm.model.TransformerLM` as one tensor ``[R, ...]`` (the same names), and computes every
+linear map of the ``R`` runs as one batched product (``torch.baddbmm``): on a GPU the step of ``R`` runs costs
+about the kernel launches of one, and on a CPU each product is one larger GEMM.
+
+Why batched products written out, not ``torch.func`` (``stack_module_state`` + ``vmap``): each run must draw
+the dropout masks of its own unstacked run, from its own random stream and in the same order (so that a
+stacked run is the same run, and a test can compare the two); ``vmap(randomness="different")`` draws every
+run's masks from one generator. Written out, the forward pass of the stack reads next to the unstacked one
+(:class:`~joma_lib.lm.model.PostLNLayer`) line by line, autograd derives the backward pass, and nothing in the
+step reads a value back to the host, so the whole step can be captured as one CUDA graph
+(:mod:`joma_lib.lm.stack`).
+
+The masks (:func:`~joma_lib.lm.model.apply_mask_bits`) come from :class:`GeneratorMasks` on the CPU (each
+run's torch generator, continuing its unstacked run's state) and from :class:`CounterMasks` on a GPU
+(a hash of the run's seed, the step and the dropout site: no generator state, so a captured graph replays new
+masks at every step and a resumed run needs nothing but its step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from joma_lib.lm.metrics import ENTROPY_EPS
+from joma_lib.lm.model import TransformerLM, apply_mask_bits, causal_mask, draw_mask_bits, sinusoidal_positions
+
+#: elements of the largest activation (``[R, tokens, vocabulary]``) an evaluation forms at once
+EVAL_ELEMENTS = {"cpu": 2**25, "cuda": 2**28}
+
+
+class MaskSource(Protocol):
+    """Where a stack's dropout masks come from: ``bits(n)`` gives the random int16 words of one mask of ``n``
+    entries per run, run after run (``R * n`` words)."""
+
+    def bits(self, n: int) -> torch.Tensor: ...
+
+
+class GeneratorMasks:
+    """Each run's masks from its own torch generator, as its unstacked run draws them from torch's global one."""
+
+    def __init__(self, generators: Sequence[torch.Generator], device: torch.device) -> None:
+        self.generators = list(generators)
+        self.device = device
+
+    def bits(self, n: int) -> torch.Tensor:
+        return torch.cat([draw_mask_bits(n, self.device, g).view(torch.int16)[:n] for g in self.generators])
+
+
+_GOLDEN = 0x9E3779B97F4A7C15 - 2**64  # splitmix64's constants, as signed 64-bit integers
+_MIX1 = 0xBF58476D1CE4E5B9 - 2**64
+_MIX2 = 0x94D049BB133111EB - 2**64
+
+
+def _shift_right(z: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 words (torch's ``>>`` is arithmetic)."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def mix64(z: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finaliser (Steele, Lea & Flood 2014) on int64 words, arithmetic modulo 2^64."""
+    z = (z ^ _shift_right(z, 30)) * _MIX1
+    z = (z ^ _shift_right(z, 27)) * _MIX2
+    return z ^ _shift_right(z, 31)
+
+
+class CounterMasks:
+    """Counter-based masks: word ``i`` of dropout site ``s`` at step ``t`` of the run with seed ``seed`` is
+    ``mix64(mix64(seed G + mix64(t G + s)) + i G)`` (``G`` the golden-ratio constant).
+
+    The step lives on the device (``step``, advanced by :meth:`advance` inside the step), the site is counted
+    on the host and restarts at every step (:meth:`start_step`), so a captured step draws new masks at every
+    replay, and the masks of a run do not depend on the runs stacked beside it.
+    """
+
+    def __init__(self, seeds: Sequence[int], step: int, device: torch.device) -> None:
+        self.seeds = torch.tensor(list(seeds), dtype=torch.int64, device=device)
+        self.step = torch.tensor(step, dtype=torch.int64, device=device)
+        self.site = 0
+
+    def start_step(self) -> None:
+        self.site = 0
+
+    def advance(self) -> None:
+        self.step += 1
+
+    def bits(self, n: int) -> torch.Tensor:
+        stream = mix64(mix64(self.step * _GOLDEN + self.site) + self.seeds * _GOLDEN)  # [R]
+        self.site += 1
+        index = torch.arange((n + 3) // 4, dtype=torch.int64, device=self.seeds.device) * _GOLDEN
+        return mix64(stream[:, None] + index).view(torch.int16)[:, :n].reshape(-1)
+
+
+def _linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``h W^T + b`` for every run: ``h [R, N, in]``, ``W [R, out, in]``, ``b [R, out]`` -> ``[R, N, out]``."""
+    return torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
+
+
+def _layer_norm(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """LayerNorm over the last axis with each run's own gain and bias (``[R, d]``)."""
+    return F.layer_norm(h, h.shape[-1:]) * weight.unsqueeze(1) + bias.unsqueeze(1)
+
+
+class StackedLM:
+    """``R`` runs of :class:`~joma_lib.lm.model.TransformerLM` as one model (see the module docstring).
+
+    ``params`` maps each parameter name of ``TransformerLM`` to a leaf tensor ``[R, ...]``; ``masks`` is the
+    :class:`MaskSource` of the training steps (evaluation draws none).
+    """
+
+    def __init__(self, params: Mapping[str, torch.Tensor], n_layers: int, dropout: float, masks: MaskSource
+                 ) -> None:
+        self.params = dict(params)
+        self.n_layers = n_layers
+        self.dropout = dropout
+        self.masks = masks
+        self.n_runs, self.vocab_size, self.d = self.params["embedding.weight"].shape
+        self.pe = sinusoidal_positions(5000, self.d).to(self.params["embedding.weight"].device)
+
+    @classmethod
+    def from_models(cls, models: Sequence[TransformerLM], masks: MaskSource, device: torch.device) -> StackedLM:
+        """The stack of ``models`` (same shapes), each parameter copied to ``device`` as one leaf ``[R, ...]``."""
+        states = [dict(m.named_parameters()) for m in models]
+        params = {name: torch.stack([s[name].detach() for s in states]).to(device).requires_grad_()
+                  for name in states[0]}
+        drop = models[0].drop.p
+        return cls(params, models[0].n_layers, drop, masks)
+
+    def run_state(self, r: int) -> dict[str, torch.Tensor]:
+        """Run ``r``'s parameters as a ``TransformerLM`` state dict (on the CPU)."""
+        return {name: p[r].detach().cpu().clone() for name, p in self.params.items()}
+
+    def _drop(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        """Dropout of ``x [R, ...]``, each run's slice with its own mask (drawn in its unstacked run's order)."""
+        if not training or self.dropout == 0:
+            return x
+        return apply_mask_bits(x, self.masks.bits(x[0].numel()), self.dropout)
+
+    def hidden(self, tokens: torch.Tensor, training: bool, return_attention: bool = False
+               ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The last layer's output ``[R, B*T, d]`` for tokens ``[B, T]`` (the same batch for every run) and,
+        when ``return_attention``, one ``[R, B, T, T]`` map per layer."""
+        p, R = self.params, self.n_runs
+        B, T = tokens.shape
+        rows = tokens.reshape(-1) + self.vocab_size * torch.arange(R, device=tokens.device)[:, None]  # [R, B*T]
+        x = F.embedding(rows, p["embedding.weight"].reshape(-1, self.d)) * math.sqrt(self.d)
+        x = self._drop((x.view(R, B, T, self.d) + self.pe[:T]).view(R, B * T, self.d), training)
+        maps = []
+        for i in range(self.n_layers):
+            q, k, v = (t.reshape(R * B, T, self.d) for t in _linear(
+                x, p[f"layers.{i}.self_attn.in_proj.weight"], p[f"layers.{i}.self_attn.in_proj.bias"]).chunk(3, -1))
+            drop_attention = training and self.dropout > 0
+            if drop_attention or return_attention:
+                scores = q @ k.transpose(-2, -1) / math.sqrt(self.d) + causal_mask(T, tokens.device)
+                attn = scores.softmax(dim=-1)
+                if return_attention:
+                    maps.append(attn.view(R, B, T, T))
+                a = self._drop(attn.view(R, B, T, T), training).view(R * B, T, T) @ v
+            else:
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = _linear(a.reshape(R, B * T, self.d), p[f"layers.{i}.self_attn.out_proj.weight"],
+                        p[f"layers.{i}.self_attn.out_proj.bias"])
+            z = _layer_norm(x + self._drop(a, training), p[f"layers.{i}.norm1.weight"], p[f"layers.{i}.norm1.bias"])
+            f = self._drop(F.relu(_linear(z, p[f"layers.{i}.linear1.weight"], p[f"layers.{i}.linear1.bias"])),
+                           training)
+            f = self._drop(_linear(f, p[f"layers.{i}.linear2.weight"], p[f"layers.{i}.linear2.bias"]), training)
+            x = _layer_norm(z + f, p[f"layers.{i}.norm2.weight"], p[f"layers.{i}.norm2.bias"])
+        return x, maps
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Read-out ``[R, N, V]`` of hidden states ``[R, N, d]``."""
+        return _linear(h, self.params["decoder.weight"], self.params["decoder.bias"])
+
+    def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Each run's token-mean next-token cross-entropy (nats), ``[R]``, with dropout (a training step).
+
+        Their sum is the loss to differentiate: the runs share no parameter, so the gradient of the sum with
+        respect to run ``r``'s parameters is the gradient of run ``r``'s own loss.
+        """
+        logits = self.logits(self.hidden(tokens, training=True)[0])
+        per_token = F.cross_entropy(self._param_dtype(logits).reshape(-1, self.vocab_size),
+                                    targets.reshape(-1).repeat(self.n_runs), reduction="none")
+        return per_token.view(self.n_runs, -1).mean(dim=1)
+
+    def _param_dtype(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` in the parameters' dtype (the loss of bf16 logits is taken in fp32)."""
+        return x.to(self.params["decoder.weight"].dtype)
+
+    def lower_mlp_weights(self) -> list[torch.Tensor]:
+        """``W_1`` of every layer, ``[R, d_ff, d]`` each (the matrices of the stable-rank curve)."""
+        return [self.params[f"layers.{i}.linear1.weight"] for i in range(self.n_layers)]
+
+
+@torch.no_grad()
+def stable_ranks(model: StackedLM) -> torch.Tensor:
+    """``||W_1||_F^2 / ||W_1||_2^2`` of every run and layer, ``[R, L]`` (float64, on the CPU)."""
+    out = []
+    for w in model.lower_mlp_weights():
+        s = torch.linalg.svdvals(w.detach().double())
+        out.append((s**2).sum(dim=-1) / s[:, 0] ** 2)
+    return torch.stack(out, dim=1).cpu()
+
+
+@torch.no_grad()
+def evaluate_stack(model: StackedLM, streams: torch.Tensor, seq_len: int, max_chunks: int | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each run's validation loss ``[R]`` and per-layer attention entropy ``[R, L]`` (float64, CPU), over the
+    first ``max_chunks`` chunks, as :func:`~joma_lib.lm.metrics.evaluate` computes them for one run.
+
+    The chunks are independent sequences (no state passes from one to the next), so chunks of equal length are
+    evaluated several at a time (as many as keep ``[R, tokens, V]`` under :data:`EVAL_ELEMENTS`); only the
+    order of the sums differs from one chunk at a time.
+    """
+    total = -(-(streams.shape[1] - 1) // seq_len)
+    count = total if max_chunks is None else min(total, max_chunks)
+    device = model.params["embedding.weight"].device
+    per_chunk = model.n_runs * streams.shape[0] * seq_len * model.vocab_size
+    group = max(1, EVAL_ELEMENTS.get(device.type, EVAL_ELEMENTS["cpu"]) // per_chunk)
+    loss_sum = torch.zeros(model.n_runs, dtype=torch.float64, device=device)
+    entropy_sum = torch.zeros(model.n_runs, model.n_layers, dtype=torch.float64, device=device)
+    tokens = 0
+    full = min(count, (streams.shape[1] - 1) // seq_len)  # chunks of length seq_len; a last, shorter one after
+    spans = [(s, min(s + group, full)) for s in range(0, full, group)] + [(i, i + 1) for i in range(full, count)]
+    for first, stop in spans:
+        start, end = first * seq_len, min(stop * seq_len, streams.shape[1] - 1)
+        T = min(seq_len, end - start)
+        x = streams[:, start:end].to(device).reshape(streams.shape[0], -1, T).transpose(0, 1).reshape(-1, T)
+        y = streams[:, start + 1:end + 1].to(device).reshape(streams.shape[0], -1, T).transpose(0, 1).reshape(-1, T)
+        h, maps = model.hidden(x, training=False, return_attention=True)
+        logits = model._param_dtype(model.logits(h))
+        loss_sum += F.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1).repeat(model.n_runs),
+                                    reduction="none").view(model.n_runs, -1).double().sum(dim=1)
+        tokens += y.numel()
+        entropy_sum += torch.stack([-(a * torch.log(a + ENTROPY_EPS)).sum(dim=-1).double().sum(dim=(1, 2))
+                                    for a in maps], dim=1)
+    return (loss_sum / tokens).cpu(), (entropy_sum / tokens).cpu()
