@@ -30,6 +30,32 @@ def test_command_line_runs_collects_and_plots(tmp_path, tiny_run_data, monkeypat
     assert (tmp_path / "fig6.png").stat().st_size > 1000
 
 
+def test_stacked_runs_stop_at_their_deadline_and_the_same_command_finishes_them(tmp_path, tiny_run_data,
+                                                                               monkeypatch, capsys):
+    monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_run_data)
+    args = ["run", "--data", "ptb", "--layers", "1", "2", "--lr", "3e-3", "1e-3", "--seeds", "5", "--steps", "8",
+            "--eval-interval", "4", "--eval-chunks", "2", "--seq-len", "10", "--batch-size", "4",
+            "--eval-batch-size", "3", "--max-vocab", "200", "--d", "16", "--d-ff", "16", "--device", "cpu",
+            "--no-progress", "--stack", "--out", str(tmp_path / "runs")]
+    assert main([*args, "--stop-after", "1e-9"]) == 75
+    assert "run the same command again" in capsys.readouterr().err
+    assert not list((tmp_path / "runs").glob("*/result.json"))
+    assert main([*args, "--results", str(tmp_path / "sweep.npz")]) == 0
+    with np.load(tmp_path / "sweep.npz") as npz:  # in the order of the sweep, not of the stacks
+        assert npz["nlayers"].tolist() == [1, 1, 2, 2] and npz["lr"].tolist() == [3e-3, 1e-3, 3e-3, 1e-3]
+    assert main(["run", "--preset", "paper", "paper-lr", "--out", str(tmp_path / "x"), "--stop-after", "5"]) == 2
+    assert "--stop-after needs --stack" in capsys.readouterr().err
+
+
+def test_several_presets_train_the_union_of_their_runs_once():
+    from joma_lib.lm.cli import _parser, configs_from_args
+
+    configs = configs_from_args(_parser().parse_args(["run", "--preset", "paper", "paper-lr", "--out", "x"]))
+    assert len(configs) == 30 == len({c.name for c in configs})  # 12 + 21, three of them in both
+    assert {(c.n_layers, c.lr) for c in configs if c.n_layers == 5} == {(5, lr) for lr in
+                                                                        [1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2]}
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--layers", "0"], "n_layers"),
     (["--lr=-1e-3"], "lr"),

@@ -7,6 +7,7 @@ finished runs of a folder, ``status`` says where each run is::
     python -m joma_lib.lm run --preset rerun-full --jobs 2 --out runs/rerun-full \\
         --results joma_lib/lm/results/rerun-full.npz
     python -m joma_lib.lm run --preset paper --device cuda --out runs/paper   # the paper's sweep (GPU)
+    python -m joma_lib.lm run --preset paper paper-lr --stack --device cuda --out runs/paper   # Figs. 6, 8 stacked
     python -m joma_lib.lm run --data ptb --layers 1 2 --lr 3e-4 --steps 2000 --out runs/x
     python -m joma_lib.lm collect runs/x --results x.npz
     python -m joma_lib.lm run --preset paper --engine slurm --gpus-per-run 1 --time 6:00:00 --out runs/paper
@@ -44,7 +45,7 @@ from joma_lib.lm.data import CORPORA, load_splits
 from joma_lib.lm.precision import PRECISION_CHOICES, PRECISION_ENV, PRECISIONS
 from joma_lib.lm.presets import PRESETS
 from joma_lib.lm.runs import collect, finished_result, load_sweep, write_results
-from joma_lib.lm.sweep import run_sweep, sweep_precision, train_on_node
+from joma_lib.lm.sweep import DeadlineReached, run_sweep, sweep_precision, train_on_node
 from joma_lib.validation import check_choice, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
@@ -54,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m joma_lib.lm", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train (or resume) a sweep of runs")
-    run.add_argument("--preset", choices=sorted(PRESETS), help="start from these settings")
+    run.add_argument("--preset", choices=sorted(PRESETS), nargs="+",
+                     help="start from these settings (several: the union of their runs)")
     run.add_argument("--data", choices=CORPORA)
     run.add_argument("--layers", type=int, nargs="+")
     run.add_argument("--lr", type=float, nargs="+")
@@ -76,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=1, help="train this many runs at once (does not change the results)")
     run.add_argument("--threads", type=int, default=DEFAULT_THREADS,
                      help=f"CPU threads of each run (default {DEFAULT_THREADS}; recorded, a resume must use the same)")
+    run.add_argument("--stack", action="store_true",
+                     help="train the runs that share their shapes (they differ in lr, seed, clip only) as one stacked "
+                          "model each: the same runs and folders, one model per shape (fast on a GPU)")
+    run.add_argument("--stop-after", dest="stop_after", type=float,
+                     help="with --stack: after this many seconds, checkpoint every unfinished run and stop (exit 75); "
+                          "the same command continues")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--engine", choices=ENGINES, default="local",
                      help="local: a pool of --jobs processes here (default); slurm: one job-array task per run, "
@@ -93,22 +101,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> tuple[RunConfig, list[int], list[float], list[int]]:
-    """The base config and the sweep axes from parsed ``run`` arguments (preset, then explicit options)."""
-    settings: dict[str, Any] = dict(PRESETS[args.preset]) if args.preset else {}
-    for name in _FIELD_TYPES:
-        value = getattr(args, name, None)
-        if value is not None and name not in ("n_layers", "lr", "seed"):
-            settings[name] = value
-    for axis in ("layers", "lr", "seeds"):
-        if getattr(args, axis) is not None:
-            settings[axis] = getattr(args, axis)
-    layers = settings.pop("layers", [1])
-    lrs = settings.pop("lr", [1e-4])
-    seeds = settings.pop("seeds", [1])
-    base = RunConfig(**settings)
-    sweep_configs(base, layers, lrs, seeds)  # validates every combination before any training
-    return base, layers, lrs, seeds
+def configs_from_args(args: argparse.Namespace) -> list[RunConfig]:
+    """The runs of parsed ``run`` arguments: each ``--preset``'s sweep (or the defaults), explicit options
+    overriding every one, in order, a run named twice (``paper`` and ``paper-lr`` share their 5-layer runs at lr
+    1e-4) trained once. Every combination is validated before any training."""
+    configs: dict[str, RunConfig] = {}
+    for preset in args.preset or [None]:
+        settings: dict[str, Any] = dict(PRESETS[preset]) if preset else {}
+        for name in _FIELD_TYPES:
+            value = getattr(args, name, None)
+            if value is not None and name not in ("n_layers", "lr", "seed"):
+                settings[name] = value
+        for axis in ("layers", "lr", "seeds"):
+            if getattr(args, axis) is not None:
+                settings[axis] = getattr(args, axis)
+        layers, lrs, seeds = settings.pop("layers", [1]), settings.pop("lr", [1e-4]), settings.pop("seeds", [1])
+        for cfg in sweep_configs(RunConfig(**settings), layers, lrs, seeds):
+            configs.setdefault(cfg.name, cfg)
+    return list(configs.values())
 
 
 def _sweep_meta(configs: Sequence[RunConfig]) -> dict[str, Any]:
@@ -164,16 +174,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run" and args.engine == "slurm":
-            base, layers, lrs, seeds = config_from_args(args)
-            _run_on_slurm(args, sweep_configs(base, layers, lrs, seeds))
+            _run_on_slurm(args, configs_from_args(args))
         elif args.command == "status":
             print(format_states(*run_states(args.out)))
         elif args.command == "run":
-            base, layers, lrs, seeds = config_from_args(args)
-            configs = sweep_configs(base, layers, lrs, seeds)
+            configs = configs_from_args(args)
+            if args.stop_after is not None and not args.stack:
+                raise ValueError("--stop-after needs --stack")
             resolve_device(args.device)
             data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
-                                      not args.no_progress, jobs=args.jobs, threads=args.threads)
+                                      not args.no_progress, jobs=args.jobs, threads=args.threads, stack=args.stack,
+                                      stop_after=args.stop_after)
             if args.results:
                 write_results(Path(args.results), data, _sweep_meta(configs))
                 print(f"wrote {args.results}")
@@ -184,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, RuntimeError) as err:  # bad settings, damaged files, a locked run: one line
         print("error: " + " ".join(str(err).split()), file=sys.stderr)
         return 2
+    except DeadlineReached as err:
+        print(f"stopped after --stop-after {args.stop_after:g} s: {err}; finished runs are kept; run the same "
+              "command again to continue", file=sys.stderr)
+        return 75
     except KeyboardInterrupt as err:
         where = f"{err}; " if str(err) else ""
         print(f"interrupted: {where}finished runs are kept; run the same command again to resume", file=sys.stderr)

@@ -150,7 +150,10 @@ class StackedLM:
         p, R = self.params, self.n_runs
         B, T = tokens.shape
         rows = tokens.reshape(-1) + self.vocab_size * torch.arange(R, device=tokens.device)[:, None]  # [R, B*T]
-        x = F.embedding(rows, p["embedding.weight"].reshape(-1, self.d)) * math.sqrt(self.d)
+        # index_select, not F.embedding: its backward (index_add_) reads nothing back to the host, so it can be
+        # captured in a CUDA graph (the CUDA embedding backward counts its segments on the host)
+        x = p["embedding.weight"].reshape(-1, self.d).index_select(0, rows.reshape(-1)).view(R, B * T, self.d)
+        x = x * math.sqrt(self.d)
         x = self._drop((x.view(R, B, T, self.d) + self.pe[:T]).view(R, B * T, self.d), training)
         maps = []
         for i in range(self.n_layers):

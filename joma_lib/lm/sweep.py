@@ -29,8 +29,9 @@ from joma_lib.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
 from joma_lib.lm.data import LMData, load_lm_data
 from joma_lib.lm.runs import collect
+from joma_lib.lm.stack import stacks, train_stack
 from joma_lib.lm.step import run_precision, train_run
-from joma_lib.validation import check_int
+from joma_lib.validation import check_float, check_int
 
 
 def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS
@@ -44,13 +45,26 @@ def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads:
     return [replace(c, precision=precision) if c.precision == "auto" else c for c in configs]
 
 
-def _run_one(cfg: RunConfig, out_dir: str | Path, device: str, progress: bool, data: LMData, threads: int
-             ) -> tuple[RunConfig, dict[str, np.ndarray]]:
-    """Train one run on ``data``, named after the corpus actually loaded (a stand-in if WikiText fell back)."""
-    cfg = replace(cfg, data=data.name)
-    result = train_run(cfg, out_dir, device, progress, data=data, threads=threads)
-    assert result is not None
-    return cfg, result
+def _run_unit(unit: Sequence[RunConfig], out_dir: str | Path, device: str, progress: bool, data: LMData,
+              threads: int, deadline: float | None) -> list[tuple[RunConfig, dict[str, np.ndarray]]]:
+    """Train one run, or one stack of runs (``len(unit) > 1`` or a ``deadline``: :func:`train_stack`), on
+    ``data``, named after the corpus actually loaded (a stand-in if WikiText fell back). A stack that reaches its
+    ``deadline`` (``time.time()``) raises :class:`DeadlineReached` once its runs are checkpointed."""
+    unit = [replace(cfg, data=data.name) for cfg in unit]
+    if deadline is None and len(unit) == 1:
+        result = train_run(unit[0], out_dir, device, progress, data=data, threads=threads)
+        assert result is not None
+        return [(unit[0], result)]
+    remaining = None if deadline is None else max(deadline - time.time(), 1e-9)
+    results = train_stack(unit, out_dir, device, progress, data=data, threads=threads, stop_after=remaining)
+    if results is None:
+        raise DeadlineReached(f"stopped at the deadline in the stack of {', '.join(c.name for c in unit)}; its runs "
+                              "are checkpointed")
+    return list(zip(unit, results, strict=True))
+
+
+class DeadlineReached(Exception):
+    """A sweep stopped at its deadline (``--stop-after``): finished runs are kept, the others checkpointed."""
 
 
 def train_on_node(cfg: RunConfig, out_dir: str, device: str, threads: int) -> str:
@@ -75,13 +89,12 @@ def _data_key(cfg: RunConfig) -> tuple[Any, ...]:
     return (cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
 
 
-def _worker(cfg: RunConfig, out_dir: str, device: str, threads: int
-            ) -> tuple[RunConfig, dict[str, np.ndarray], str, float]:
-    """One run in a worker process (``run_sweep(..., jobs > 1)``)."""
+def _worker(unit: Sequence[RunConfig], out_dir: str, device: str, threads: int, deadline: float | None
+            ) -> tuple[list[tuple[RunConfig, dict[str, np.ndarray]]], str, float]:
+    """One run or stack in a worker process (``run_sweep(..., jobs > 1)``)."""
     start = time.perf_counter()
-    data = load_lm_data(*_data_key(cfg))
-    cfg, result = _run_one(cfg, out_dir, device, False, data, threads)
-    return cfg, result, data.note, time.perf_counter() - start
+    data = load_lm_data(*_data_key(unit[0]))
+    return _run_unit(unit, out_dir, device, False, data, threads, deadline), data.note, time.perf_counter() - start
 
 
 _PR_SET_PDEATHSIG = 1
@@ -114,38 +127,51 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
 
 
 def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
-              log: Callable[[str], None] = print, jobs: int = 1, threads: int = DEFAULT_THREADS
+              log: Callable[[str], None] = print, jobs: int = 1, threads: int = DEFAULT_THREADS,
+              stack: bool = False, stop_after: float | None = None
               ) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
     """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
 
-    ``jobs > 1`` trains that many runs at once in worker processes (no progress bars) that die
-    with this process; otherwise runs go one after the other and each corpus is loaded once.
-    Every run uses ``threads`` CPU threads either way, so the results do not depend on ``jobs``.
-    ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
+    ``stack=True`` trains the runs that share their shapes as one stacked model each
+    (:func:`~joma_lib.lm.stack.stacks`, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
+    ``stack`` only) checkpoints every unfinished stack when that time has passed and raises
+    :class:`DeadlineReached`: the same call later continues. ``jobs > 1`` trains that many runs (or stacks) at
+    once in worker processes (no progress bars) that die with this process; otherwise they go one after the
+    other and each corpus is loaded once. Every run uses ``threads`` CPU threads either way, so the results do
+    not depend on ``jobs``. ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
     A corpus that falls back to its offline stand-in (:func:`~joma_lib.lm.data.load_splits`)
     names and records the runs with the stand-in's name.
     """
     jobs = check_int("jobs", jobs, 1)
     threads = check_int("threads", threads, 1, 1024)
+    if stop_after is not None:
+        if not stack:
+            raise ValueError("stop_after needs stack=True (--stop-after needs --stack)")
+        check_float("stop_after", stop_after, 0, low_open=True)
+    deadline = None if stop_after is None else time.time() + stop_after
     configs = sweep_precision(configs, resolve_device(device), threads)
+    units = stacks(configs) if stack else [[cfg] for cfg in configs]
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
         with worker_pool(jobs) as pool:
-            futures = [pool.submit(_worker, cfg, str(out_dir), device, threads) for cfg in configs]
+            futures = [pool.submit(_worker, unit, str(out_dir), device, threads, deadline) for unit in units]
             for future in futures:
-                cfg, result, note, seconds = future.result()
-                log(f"{cfg.name}: done in {seconds:.0f} s ({note})")
-                done.append((cfg, result))
+                trained, note, seconds = future.result()
+                log(f"{', '.join(cfg.name for cfg, _ in trained)}: done in {seconds:.0f} s ({note})")
+                done += trained
     else:
         loaded: dict[tuple[Any, ...], LMData] = {}
-        for cfg in configs:
-            key = _data_key(cfg)
+        for unit in units:
+            key = _data_key(unit[0])
             if key not in loaded:
                 loaded[key] = load_lm_data(*key)
                 log(loaded[key].note)
             start = time.perf_counter()
-            done.append(_run_one(cfg, out_dir, device, progress, loaded[key], threads))
-            log(f"{done[-1][0].name}: done in {time.perf_counter() - start:.0f} s")
+            trained = _run_unit(unit, out_dir, device, progress, loaded[key], threads, deadline)
+            log(f"{', '.join(cfg.name for cfg, _ in trained)}: done in {time.perf_counter() - start:.0f} s")
+            done += trained
+    trained_order = [cfg for unit in units for cfg in unit]  # the order of ``done``
+    done = [done[i] for i in sorted(range(len(done)), key=lambda i: configs.index(trained_order[i]))]
     configs_run = [cfg for cfg, _ in done]
     return collect([result for _, result in done], configs_run), configs_run
 

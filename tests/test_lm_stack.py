@@ -1,0 +1,128 @@
+"""Runs trained as one stack (joma_lib.lm.stack) are the runs trained one by one.
+
+The tolerance of the comparison was measured before it was set. On the CPU a stacked run draws its unstacked
+run's dropout masks from the same generator state, and in float64 the two agree to 1e-12 after 30 steps
+(tests/test_lm_stacked.py checks one step to 1e-12); what remains in float32 is rounding: the batched products
+sum in another order. Its effect on the measurements was measured against another rounding of the same
+training, torch's non-fused Adam in place of the fused one, on this test's sweep (300 steps, 2 layers of width
+16, PTB, Adam reset every 44 steps, 5 runs): largest differences over all checkpoints, stacked vs unstacked /
+non-fused vs fused Adam: validation loss 2.2e-7..4.9e-7 / 1.3e-7..3.8e-7, attention entropy 1.3e-7..2.1e-6 /
+6e-8..1.2e-6 for learning rates 1e-3 and 3e-3. At lr 1e-2 the training is chaotic at this size: either change
+moves the loss by 0.06-0.13, so no learning rate above 3e-3 is used here. Tolerance: 2e-5 absolute, about
+10x the largest measured rounding effect (the test trains 200 of those 300 steps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from joma_lib.lm.data import load_lm_data, n_chunks
+from joma_lib.lm.runs import load_checkpoint
+from joma_lib.lm.stack import stack_key, stacks, train_stack
+from joma_lib.lm.step import train_run
+
+TOLERANCE = 2e-5
+KEYS = ("val_loss", "attn_entropy", "stable_rank", "train_loss")
+
+
+@pytest.fixture(scope="module")
+def sweep_data():
+    """A sliver of PTB: 44 batches per epoch, so 200 steps cross four Adam resets."""
+    return load_lm_data("ptb", 4, 3, 200, max_train_fraction=0.002)
+
+
+@pytest.fixture(scope="module")
+def sweep(tiny_run, sweep_data):
+    """Four runs with distinct seeds and learning rates, and clips that bite (0.5) or not (5.0)."""
+    base = replace(tiny_run, steps=200, eval_interval=50)
+    assert n_chunks(sweep_data.train, base.seq_len) < 60  # Adam is reset inside the run
+    return [replace(base, lr=lr, seed=seed, clip=clip)
+            for lr, seed, clip in ((3e-3, 5, 0.5), (1e-3, 6, 0.5), (3e-3, 7, 5.0), (1e-3, 8, 0.5))]
+
+
+def _close(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    np.testing.assert_array_equal(a["minibatch"], b["minibatch"])
+    for key in KEYS:
+        np.testing.assert_allclose(a[key], b[key], rtol=0, atol=TOLERANCE, equal_nan=True, err_msg=key)
+
+
+def test_a_stacked_sweep_trains_every_run_as_its_unstacked_run(tmp_path, sweep, sweep_data):
+    stacked = train_stack(sweep, tmp_path / "stack", "cpu", progress=False, data=sweep_data, checkpoint_seconds=0)
+    assert stacked is not None
+    for cfg, result in zip(sweep, stacked, strict=True):
+        _close(train_run(cfg, tmp_path / "single", "cpu", progress=False, data=sweep_data), result)
+        assert (tmp_path / "stack" / cfg.name / "result.json").exists()
+    # a finished stack is read back, not trained again
+    again = train_stack(sweep, tmp_path / "stack", "cpu", progress=False, data=sweep_data)
+    assert again is not None and all(np.array_equal(a["val_loss"], b["val_loss"]) for a, b in zip(again, stacked))
+
+
+def test_a_stopped_stack_resumes_stacked_or_one_run_at_a_time_to_the_same_numbers(tmp_path, sweep, sweep_data):
+    runs = [replace(c, steps=120) for c in sweep[:2]]
+    whole = train_stack(runs, tmp_path / "whole", "cpu", progress=False, data=sweep_data)
+    assert whole is not None
+    # stopped before step 70 (its last checkpoint: step 50), resumed as a stack: bit for bit the uninterrupted stack
+    assert train_stack(runs, tmp_path / "a", "cpu", progress=False, data=sweep_data, stop_at=70,
+                       checkpoint_seconds=0) is None
+    assert load_checkpoint(tmp_path / "a" / runs[0].name / "checkpoint.pt", torch.device("cpu"))["step"] == 50
+    resumed = train_stack(runs, tmp_path / "a", "cpu", progress=False, data=sweep_data)
+    assert resumed is not None
+    for a, b in zip(resumed, whole, strict=True):
+        for key in ("minibatch", *KEYS):
+            np.testing.assert_array_equal(a[key], b[key])
+    # a stack stopped by its deadline (checkpoint at the current step, between two evaluations), resumed by the
+    # unstacked runner: the run's numbers, to the stacking tolerance
+    assert train_stack(runs, tmp_path / "b", "cpu", progress=False, data=sweep_data, stop_after=1e-9) is None
+    assert load_checkpoint(tmp_path / "b" / runs[0].name / "checkpoint.pt", torch.device("cpu"))["step"] == 1
+    for cfg, result in zip(runs, whole, strict=True):
+        _close(train_run(cfg, tmp_path / "b", "cpu", progress=False, data=sweep_data), result)
+
+
+def test_runs_that_stopped_at_different_steps_train_on_as_one_stack_each(tmp_path, sweep, sweep_data):
+    runs = [replace(c, steps=100) for c in sweep[:3]]
+    train_run(runs[0], tmp_path, "cpu", progress=False, data=sweep_data, stop_at=60)  # checkpoint at 50
+    train_run(runs[1], tmp_path, "cpu", progress=False, data=sweep_data)  # finished
+    results = train_stack(runs, tmp_path, "cpu", progress=False, data=sweep_data)
+    assert results is not None
+    for cfg, result in zip(runs, results, strict=True):
+        _close(train_run(cfg, tmp_path / "single", "cpu", progress=False, data=sweep_data), result)
+
+
+def test_stacks_group_runs_that_differ_in_seed_lr_and_clip_only(tiny_run):
+    a, b = replace(tiny_run, lr=1e-3, seed=1), replace(tiny_run, lr=3e-3, seed=2, clip=1.0)
+    deeper = replace(tiny_run, n_layers=3)
+    assert stack_key(a) == stack_key(b) != stack_key(deeper)
+    assert stacks([a, deeper, b]) == [[a, b], [deeper]]
+
+
+@pytest.mark.parametrize("configs, message", [
+    (lambda c: [], "at least one run"),
+    (lambda c: [c, replace(c, n_layers=3)], "differ only in clip, lr, seed"),
+    (lambda c: [replace(c, arch="gptneox", n_heads=2, d=16)], "arch 'paper'"),
+    (lambda c: [c, c], "distinct runs"),
+])
+def test_configs_that_cannot_stack_are_refused_before_any_work(tmp_path, tiny_run, configs, message):
+    with pytest.raises(ValueError, match=message):
+        train_stack(configs(tiny_run), tmp_path, "cpu", progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.gpu
+def test_a_stack_on_the_gpu_trains_each_run_as_it_trains_alone(tmp_path, sweep, sweep_data):
+    """On a GPU every run's masks are a hash of its own seed and step: a run stacked with others and the same run
+    stacked alone draw the same masks, and differ by the rounding of the batched products (and the GPU's
+    non-deterministic sums): the tolerance is the CPU one, x10."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    runs = [replace(c, steps=100) for c in sweep]
+    together = train_stack(runs, tmp_path / "all", "cuda", progress=False, data=sweep_data)
+    assert together is not None
+    for cfg, result in zip(runs, together, strict=True):
+        alone = train_stack([cfg], tmp_path / "one", "cuda", progress=False, data=sweep_data)
+        assert alone is not None
+        for key in KEYS:
+            np.testing.assert_allclose(alone[0][key], result[key], rtol=0, atol=10 * TOLERANCE, equal_nan=True)

@@ -1,0 +1,61 @@
+"""The stacked step (joma_lib.lm.stack_step): each run's clip and Adam are torch's, with its own lr and clip."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from joma_lib.lm.stack_step import AdamState, adam_, clip_, on_device
+
+
+def test_clip_and_adam_of_each_run_are_torchs_with_its_own_learning_rate_and_clip():
+    torch.manual_seed(0)
+    shapes = [(5, 3), (4,), (2, 2, 2)]
+    lrs, clips = [1e-2, 3e-3], [0.5, 100.0]  # run 0 is clipped, run 1 is not
+    params = [torch.randn(2, *s, dtype=torch.float64) for s in shapes]
+    state = AdamState(params)
+    singles = [[p[r].clone().requires_grad_() for p in params] for r in range(2)]
+    optimizers = [torch.optim.Adam(singles[r], lr=lrs[r], foreach=False) for r in range(2)]
+    for step in range(6):
+        grads = [torch.randn_like(p) for p in params]
+        if step == 3:  # a fresh optimiser for every run, as the authors' reset at an epoch boundary
+            state.reset()
+            optimizers = [torch.optim.Adam(singles[r], lr=lrs[r], foreach=False) for r in range(2)]
+        for r in range(2):
+            for p, g in zip(singles[r], grads, strict=True):
+                p.grad = g[r].clone()
+            torch.nn.utils.clip_grad_norm_(singles[r], clips[r])
+            optimizers[r].step()
+        clip_(grads, on_device(clips, torch.device("cpu")))
+        adam_(params, grads, state, on_device(lrs, torch.device("cpu")))
+    for r in range(2):
+        for p, single in zip(params, singles[r], strict=True):
+            torch.testing.assert_close(p[r], single.detach(), rtol=0, atol=1e-14)
+
+
+@pytest.mark.gpu
+def test_the_captured_step_is_the_eager_step_on_a_gpu():
+    """On a GPU the step is captured as a CUDA graph after its warm-up steps; replaying it trains as eagerly."""
+    from joma_lib.lm.model import TransformerLM
+    from joma_lib.lm.stack_step import StackStep
+    from joma_lib.lm.stacked import CounterMasks, StackedLM
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    device = torch.device("cuda")
+    results = {}
+    for capture in (True, False):
+        models = []
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            models.append(TransformerLM(50, 2, d=32, d_ff=32, dropout=0.2))
+        stack = StackedLM.from_models(models, CounterMasks([1, 2], 0, device), device)
+        step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-3, 3e-3], device),
+                         on_device([0.5, 0.5], device), "fp32", capture=capture)
+        torch.manual_seed(0)
+        for _ in range(8):
+            step.step(torch.randint(0, 50, (4, 12), device=device), torch.randint(0, 50, (4, 12), device=device))
+        results[capture] = (step.mode, [p.detach().clone() for p in stack.params.values()])
+    assert results[True][0] == "cuda-graph" and results[False][0] == "eager"
+    for a, b in zip(results[True][1], results[False][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

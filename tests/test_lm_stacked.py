@@ -1,0 +1,86 @@
+"""The stacked model (joma_lib.lm.stacked): each run of a stack computes what its own TransformerLM computes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from joma_lib.lm.metrics import evaluate, stable_rank
+from joma_lib.lm.model import TransformerLM
+from joma_lib.lm.stacked import CounterMasks, GeneratorMasks, StackedLM, evaluate_stack, mix64, stable_ranks
+
+VOCAB, LAYERS = 60, 2
+
+
+def _runs(seeds: tuple[int, ...], dropout: float, dtype: torch.dtype = torch.float32
+          ) -> tuple[list[TransformerLM], list[torch.Generator]]:
+    """Each seed's model and the random stream its unstacked run continues with after building it."""
+    models, generators = [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(TransformerLM(VOCAB, LAYERS, d=16, d_ff=24, dropout=dropout).to(dtype))
+        generators.append(torch.Generator())
+        generators[-1].set_state(torch.get_rng_state())
+    return models, generators
+
+
+def test_each_run_of_the_stack_has_its_unstacked_loss_and_gradient_with_its_own_dropout_masks():
+    """float64, dropout 0.2: the stack draws each run's masks from that run's generator in the unstacked order,
+    so the losses and every gradient agree to float64 rounding."""
+    seeds = (1, 2, 3)
+    models, generators = _runs(seeds, 0.2, torch.float64)
+    stack = StackedLM.from_models(models, GeneratorMasks(generators, torch.device("cpu")), torch.device("cpu"))
+    x, y = torch.randint(0, VOCAB, (4, 10)), torch.randint(0, VOCAB, (4, 10))
+    losses = stack.losses(x, y)
+    grads = torch.autograd.grad(losses.sum(), list(stack.params.values()))
+    for r, seed in enumerate(seeds):
+        torch.manual_seed(seed)
+        model = TransformerLM(VOCAB, LAYERS, d=16, d_ff=24, dropout=0.2).to(torch.float64)
+        logits, _ = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+        loss.backward()
+        assert abs(float(loss) - float(losses[r])) < 1e-12
+        for (name, p), g in zip(model.named_parameters(), grads, strict=True):
+            assert p.grad is not None
+            torch.testing.assert_close(g[r], p.grad, rtol=0, atol=1e-12, msg=name)
+
+
+def test_evaluation_and_stable_ranks_match_the_unstacked_measurements():
+    models, generators = _runs((4, 5), 0.2)
+    stack = StackedLM.from_models(models, GeneratorMasks(generators, torch.device("cpu")), torch.device("cpu"))
+    streams = torch.randint(0, VOCAB, (3, 67))  # 7 chunks of 10 tokens, the last one shorter (6)
+    val, entropy = evaluate_stack(stack, streams, 10)
+    ranks = stable_ranks(stack)
+    for r, model in enumerate(models):
+        val_r, entropy_r = evaluate(model, streams, 10)
+        assert val[r].item() == pytest.approx(val_r, rel=1e-6)
+        assert entropy[r].tolist() == pytest.approx(entropy_r, rel=1e-6)
+        assert ranks[r].tolist() == pytest.approx([stable_rank(w) for w in model.lower_mlp_weights()], rel=1e-9)
+
+
+def test_a_runs_counter_masks_do_not_depend_on_the_runs_beside_it_and_change_with_step_and_site():
+    together = CounterMasks([7, 8, 9], step=5, device=torch.device("cpu"))
+    alone = CounterMasks([8], step=5, device=torch.device("cpu"))
+    first, second = together.bits(100).view(3, 100), together.bits(100).view(3, 100)
+    assert torch.equal(first[1], alone.bits(100))
+    assert not torch.equal(first[1], second[1])  # next site
+    together.start_step()
+    together.advance()
+    assert not torch.equal(together.bits(100).view(3, 100)[1], first[1])  # next step, same site
+    # the bits are uniform: each of the 16 bits of a word is set about half the time
+    words = CounterMasks([1], 0, torch.device("cpu")).bits(40_000).to(torch.int32) & 0xFFFF
+    ones = torch.stack([(words >> b) & 1 for b in range(16)]).float().mean(dim=1)
+    assert torch.all((ones - 0.5).abs() < 0.01)
+
+
+def test_mix64_is_splitmix64_modulo_2_to_the_64():
+    def reference(z: int) -> int:
+        z &= 2**64 - 1
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+        return z ^ (z >> 31)
+
+    values = [0, 1, 12345, 2**63 - 1, -1, -(2**63), 0x9E3779B97F4A7C15 - 2**64]
+    got = mix64(torch.tensor(values, dtype=torch.int64)).tolist()
+    assert [g % 2**64 for g in got] == [reference(v) for v in values]
