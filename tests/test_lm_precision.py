@@ -12,7 +12,7 @@ from joma_lib.kit import harness
 from joma_lib.kit.registry import FigureSpec, registry
 from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.model import TransformerLM, bits_dropout
-from joma_lib.lm.precision import auto_choice, cached_choice, measure_choice
+from joma_lib.lm.precision import auto_choice, cached_choice, candidates, measure_choice, usable
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.step import make_optimizer, train_run, train_step
 from joma_lib.lm.sweep import sweep_precision, train_on_cpu
@@ -89,7 +89,7 @@ def test_bf16_and_fp32_training_agree_to_bf16_tolerance():
 def test_bad_precision_is_rejected_with_the_allowed_values():
     model = _model()
     x, y = _batch()
-    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16'\]"):
+    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'tf32'\]"):
         train_step(model, make_optimizer(model, 1e-3), x, y, 0.5, precision="fp16")
 
 
@@ -162,6 +162,30 @@ def test_measure_choice_picks_the_precision_whose_step_is_faster():
     now = [0.0]
     tie = measure_choice(lambda p: now.__setitem__(0, now[0] + 0.5), threads=1, clock=lambda: now[0])
     assert tie.precision == "fp32"
+
+
+def test_on_a_gpu_auto_measures_tf32_too_and_never_picks_the_slower_precision():
+    """The GPU case, with the step's own clock: bf16 slower than fp32 (the unstacked step is launch-bound there)
+    is never picked; tf32 wins where it is fastest."""
+    for times, best in (({"fp32": 0.010, "tf32": 0.009, "bf16": 0.012}, "tf32"),
+                        ({"fp32": 0.010, "tf32": 0.011, "bf16": 0.012}, "fp32"),
+                        ({"fp32": 0.010, "tf32": 0.004, "bf16": 0.002}, "bf16")):
+        now = [0.0]
+        choice = measure_choice(lambda p, t=times: now.__setitem__(0, now[0] + t[p]), threads=1,
+                                clock=lambda: now[0], among=("fp32", "tf32", "bf16"))
+        assert choice.precision == best and choice.tf32_ms == pytest.approx(1e3 * times["tf32"])
+
+
+def test_tf32_is_a_gpu_precision_and_trains_in_fp32_on_the_cpu():
+    cpu = torch.device("cpu")
+    assert usable("tf32", cpu) == "fp32" and "tf32" not in candidates(cpu)
+    model = _model()
+    x, y = _batch()
+    torch.manual_seed(0)
+    tf32 = train_step(model, make_optimizer(model, 1e-3), x, y, 0.5, precision=usable("tf32", cpu))
+    model = _model()
+    torch.manual_seed(0)
+    assert torch.equal(tf32, train_step(model, make_optimizer(model, 1e-3), x, y, 0.5, precision="fp32"))
 
 
 def test_auto_choice_is_cached_per_shapes_and_not_measured_again(tmp_path, monkeypatch):

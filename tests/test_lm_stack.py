@@ -22,7 +22,7 @@ import torch
 
 from joma_lib.lm.data import load_lm_data, n_chunks
 from joma_lib.lm.runs import load_checkpoint
-from joma_lib.lm.stack import stack_key, stacks, train_stack
+from joma_lib.lm.stack import stack_key, stack_precision, stacks, train_stack
 from joma_lib.lm.step import train_run
 
 TOLERANCE = 2e-5
@@ -90,6 +90,16 @@ def test_runs_that_stopped_at_different_steps_train_on_as_one_stack_each(tmp_pat
     assert results is not None
     for cfg, result in zip(runs, results, strict=True):
         _close(train_run(cfg, tmp_path / "single", "cpu", progress=False, data=sweep_data), result)
+
+
+def test_auto_precision_of_a_stacked_sweep_is_measured_on_its_stacked_step_once(tiny_run, monkeypatch, tmp_path):
+    monkeypatch.setenv("JOMA_CACHE", str(tmp_path))
+    monkeypatch.delenv("JOMA_PRECISION", raising=False)
+    runs = [replace(tiny_run, precision="auto", seed=s, n_layers=n) for s in (1, 2) for n in (1, 2)]
+    chosen = stack_precision(runs, torch.device("cpu"))
+    assert len({c.precision for c in chosen}) == 1 and chosen[0].precision in ("fp32", "bf16")
+    monkeypatch.setenv("JOMA_PRECISION", "fp32")
+    assert {c.precision for c in stack_precision(runs, torch.device("cpu"))} == {"fp32"}
 
 
 def test_stacks_group_runs_that_differ_in_seed_lr_and_clip_only(tiny_run):

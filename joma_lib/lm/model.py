@@ -31,8 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from joma_lib.lm.precision import PRECISIONS
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.validation import check_float, check_int
 
 
 def sinusoidal_positions(max_len: int, d: int) -> torch.Tensor:
@@ -50,13 +49,7 @@ def causal_mask(t: int, device: torch.device | None = None) -> torch.Tensor:
     return torch.triu(torch.full((t, t), float("-inf"), device=device), diagonal=1)
 
 
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 _CHUNK_ROWS = 256  # rows of logits per block in low precision: [256, V] bf16 (15 MB) stays in the last-level cache
-
-
-def precision_dtype(precision: str) -> torch.dtype:
-    """The compute dtype of a precision name (``"fp32"`` or ``"bf16"``); ValueError otherwise."""
-    return _DTYPES[check_choice("precision", precision, PRECISIONS)]
 
 
 class LinearCrossEntropy(torch.autograd.Function):

@@ -21,20 +21,20 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from joma_lib.device import pinned_threads, resolve_device
-from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
+from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.model import TransformerLM
-from joma_lib.lm.precision import record_used
+from joma_lib.lm.precision import record_used, resolve
 from joma_lib.lm.runs import finished_result, run_lock, save_checkpoint, write_results
-from joma_lib.lm.stack_step import AdamState, StackStep, on_device
+from joma_lib.lm.stack_step import WARMUP_STEPS, AdamState, StackStep, on_device
 from joma_lib.lm.stacked import CounterMasks, GeneratorMasks, StackedLM, evaluate_stack, stable_ranks
 from joma_lib.lm.step import (
     RunInterrupted,
@@ -46,6 +46,7 @@ from joma_lib.lm.step import (
     result_meta,
     resumable_checkpoint,
     run_precision,
+    run_shapes,
 )
 from joma_lib.validation import check_float, check_int
 
@@ -66,6 +67,42 @@ def stacks(configs: Sequence[RunConfig]) -> list[list[RunConfig]]:
     for cfg in configs:
         groups.setdefault(stack_key(cfg), []).append(cfg)
     return list(groups.values())
+
+
+def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS
+                    ) -> list[RunConfig]:
+    """``configs`` with ``precision="auto"`` replaced by one precision for the whole sweep, measured on the
+    stacked step of its largest ``auto`` stack (the step that will run; :func:`joma_lib.lm.precision.resolve`)."""
+    auto = [group for group in stacks(configs) if group[0].precision == "auto"]
+    if not auto:
+        return list(configs)
+    group = max(auto, key=lambda g: (len(g) * g[0].n_layers, len(g)))
+    first = group[0]
+    probe: dict[str, Any] = {}
+
+    def step(precision: str) -> None:
+        if "x" not in probe:
+            vocab = first.max_vocab or WIKITEXT2_VOCAB
+            models = [cast(TransformerLM, build_model(cfg, vocab)) for cfg in group]
+            masks = (GeneratorMasks([torch.Generator() for _ in group], device) if device.type == "cpu"
+                     else CounterMasks([c.seed for c in group], 0, device))
+            probe["model"] = StackedLM.from_models(models, masks, device)
+            tokens = torch.randint(0, vocab, (first.batch_size, first.seq_len + 1), device=device)
+            probe["x"], probe["y"] = tokens[:, :-1], tokens[:, 1:]
+        if precision not in probe:
+            model = probe["model"]
+            probe[precision] = StackStep(model, AdamState(list(model.params.values())),
+                                         on_device([c.lr for c in group], device),
+                                         on_device([c.clip for c in group], device), precision)
+            for _ in range(WARMUP_STEPS + 1):  # a GPU step is captured: time its replays
+                probe[precision].step(probe["x"], probe["y"])
+        probe[precision].step(probe["x"], probe["y"])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        precision = resolve("auto", device, {**run_shapes(first, device), "stacked": len(group)}, threads, step)
+    return [replace(c, precision=precision) if c.precision == "auto" else c for c in configs]
 
 
 def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,

@@ -14,13 +14,12 @@ and the clip of each run's gradient to norm ``c_r`` is ``torch.nn.utils.clip_gra
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import torch
 
-from joma_lib.lm.model import precision_dtype
+from joma_lib.lm.precision import numerics
 from joma_lib.lm.stacked import CounterMasks, StackedLM
 
 BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as make_optimizer uses them
@@ -88,25 +87,11 @@ class StackStep:
         self._graphs: dict[tuple[int, ...], tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]] = {}
         self._eager_steps: dict[tuple[int, ...], int] = {}
 
-    @contextlib.contextmanager
-    def _numerics(self) -> Iterator[None]:
-        """Autocast for bf16 (no weight cache: a captured graph must not keep casts of old weights), TF32
-        matrix products for tf32."""
-        dtype = precision_dtype("bf16" if self.precision == "bf16" else "fp32")
-        tf32 = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = self.precision == "tf32"
-        try:
-            with torch.autocast(self.device.type, dtype=dtype, enabled=self.precision == "bf16",
-                                cache_enabled=False):
-                yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-
     def _body(self, x: torch.Tensor, y: torch.Tensor) -> None:
         masks = self.model.masks
         if isinstance(masks, CounterMasks):
             masks.start_step()
-        with self._numerics():
+        with numerics(self.precision, self.device):
             losses = self.model.losses(x, y)
         grads = torch.autograd.grad(losses.sum(), self.params)
         clip_(grads, self.clip)

@@ -22,8 +22,8 @@ from joma_lib.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig, same_config
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
-from joma_lib.lm.model import TransformerLM, precision_dtype
-from joma_lib.lm.precision import record_used, resolve
+from joma_lib.lm.model import TransformerLM
+from joma_lib.lm.precision import numerics, record_used, resolve
 from joma_lib.lm.runs import finished_result, load_checkpoint, run_lock, save_checkpoint, write_results
 from joma_lib.validation import check_int
 
@@ -59,10 +59,8 @@ def train_step(model: TransformerLM | NeoXLM, optimizer: torch.optim.Optimizer, 
     stay fp32 (master weights), and so does the returned loss. On the CPU both precisions draw the
     same dropout masks (:func:`~joma_lib.lm.model.bits_dropout`) from torch's seeded generator.
     """
-    dtype = precision_dtype(precision)
     optimizer.zero_grad(set_to_none=True)
-    device_type = x.device.type
-    with torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32):
+    with numerics(precision, x.device):
         loss = model.loss(x, y)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)

@@ -29,7 +29,7 @@ from joma_lib.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
 from joma_lib.lm.data import LMData, load_lm_data
 from joma_lib.lm.runs import collect
-from joma_lib.lm.stack import stacks, train_stack
+from joma_lib.lm.stack import stack_precision, stacks, train_stack
 from joma_lib.lm.step import run_precision, train_run
 from joma_lib.validation import check_float, check_int
 
@@ -149,7 +149,7 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
             raise ValueError("stop_after needs stack=True (--stop-after needs --stack)")
         check_float("stop_after", stop_after, 0, low_open=True)
     deadline = None if stop_after is None else time.time() + stop_after
-    configs = sweep_precision(configs, resolve_device(device), threads)
+    configs = (stack_precision if stack else sweep_precision)(configs, resolve_device(device), threads)
     units = stacks(configs) if stack else [[cfg] for cfg in configs]
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
