@@ -42,6 +42,7 @@ from joma_lib.lm.authors import SweepRuns
 from joma_lib.lm.data import OFFLINE_SOURCES
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.presets import PRESETS, preset_precision, train_preset
+from joma_lib.chapters.rerun.paper import ONLINE_CLAIMS  # noqa: F401  (the ledger finds them here)
 
 NORESET_RESULTS = RESULTS_DIR / "rerun-noreset.npz"
 #: the rebound the re-run page asks of every layer (nats); the Adam-reset claim uses the same bar

@@ -1,0 +1,78 @@
+"""The pre-registered claims of the paper-scale re-run (joma_lib.chapters.rerun.paper): not-run until its data
+exist, and able to fail on a run without the mechanism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from joma_lib.chapters.rerun import paper
+from joma_lib.io import InputUnavailableError
+from joma_lib.kit.registry import online_claims
+
+STEPS = np.arange(0, 59_000, 1000)
+
+
+def _sweep(entropy_shape, loss_of) -> dict[str, np.ndarray]:
+    """A collected sweep of the 30 runs (3 seeds) whose every entropy curve is ``entropy_shape(steps, layer, lr)``
+    and whose validation loss is ``loss_of(depth, lr)`` minus a small decrease over training."""
+    cells = [(d, 1e-4) for d in paper.FIG6_DEPTHS] + [(5, lr) for lr in paper.FIG8_LRS if lr != 1e-4]
+    runs = [(d, lr, s) for d, lr in cells for s in (1, 2, 3)]
+    out = {"nlayers": np.array([r[0] for r in runs]), "lr": np.array([r[1] for r in runs]),
+           "seed": np.array([r[2] for r in runs]), "minibatch": np.tile(STEPS, (len(runs), 1))}
+    out["attn_entropy"] = np.full((len(runs), len(STEPS), 10), np.nan)
+    out["val_loss"] = np.zeros((len(runs), len(STEPS)))
+    for i, (d, lr, s) in enumerate(runs):
+        for j in range(d):
+            out["attn_entropy"][i, :, j] = entropy_shape(STEPS, j, lr) + 0.001 * s
+        out["val_loss"][i] = loss_of(d, lr) + 0.3 * np.exp(-STEPS / 5000)
+    return out
+
+
+def _dip_and_bounce(steps, layer, lr):
+    if lr >= 1e-3 and layer == 0:
+        return 2.5 * np.exp(-steps / 1000)  # collapses to one token
+    return 2.5 - 1.2 * np.exp(-((steps - 4000) / 3000) ** 2) - 0.5 * (steps < 4000) * steps / 4000
+
+
+def _paper_like_loss(depth, lr):
+    return 5.4 - 0.1 * np.log2(depth) + 0.3 * (np.log10(lr) + 4) ** 2
+
+
+def _verdicts(data) -> dict[str, str]:
+    return {c.claim_id: c.evaluate(data)[1] for c in paper.PAPER_CLAIMS}
+
+
+def test_the_claims_hold_on_a_run_that_shows_the_papers_patterns():
+    assert set(_verdicts(_sweep(_dip_and_bounce, _paper_like_loss)).values()) == {"holds"}
+
+
+@pytest.mark.parametrize("shape, loss, failing", [
+    # entropy that only falls: no rebound anywhere
+    (lambda s, j, lr: 2.5 - s / 60_000, _paper_like_loss,
+     {"fig6-paper-rerun-every-layer-dips-and-recovers", "fig6-paper-rerun-deep-upper-layers-recover",
+      "fig8-paper-rerun-best-lr-dips-and-recovers", "fig8-paper-rerun-high-lr-collapse"}),
+    # an untrained network: flat entropy, the same loss at every depth and learning rate
+    (lambda s, j, lr: np.full(len(s), 2.632), lambda d, lr: 10.3,
+     {c.claim_id for c in paper.PAPER_CLAIMS}),
+    # the mechanism in the attention, but depth does not help and the best lr sits at an end of the range
+    (_dip_and_bounce, lambda d, lr: 5.4 + 0.01 * d - 0.2 * np.log10(lr),
+     {"fig6-paper-rerun-depth-lowers-loss", "fig8-paper-rerun-lr-u-shape",
+      "fig8-paper-rerun-best-lr-dips-and-recovers"}),
+])
+def test_a_run_without_the_mechanism_fails_them(shape, loss, failing):
+    verdicts = _verdicts(_sweep(shape, loss))
+    assert {k for k, v in verdicts.items() if v == "fails"} == failing
+
+
+def test_they_are_in_the_ledger_as_paper_claims_set_before_data_and_not_run_until_the_run_is_stored(
+        tmp_path, monkeypatch):
+    claims = {k: v for k, v in online_claims().items() if k.startswith(("fig6-paper-rerun", "fig8-paper-rerun"))}
+    assert len(claims) == len(paper.PAPER_CLAIMS) == 6
+    assert {(o.claim.kind, o.claim.threshold_set, o.page) for o in claims.values()} == {
+        ("paper", "before-data", "book/rerun.md")}
+    monkeypatch.setattr(paper, "PAPER_RESULTS", tmp_path / "rerun-paper.npz")
+    with pytest.raises(InputUnavailableError, match="gpu_checks.sh"):
+        paper.fetch_paper_rerun()
+    np.savez(tmp_path / "rerun-paper.npz", **_sweep(_dip_and_bounce, _paper_like_loss))
+    assert paper.fetch_paper_rerun()["attn_entropy"].shape == (30, len(STEPS), 10)
