@@ -2,7 +2,7 @@
 #   make book   set up .venv and build the whole book (executes every chapter) -> _build/html/index.html
 #   make test   set up .venv and run the test suite
 # Other targets: lint (ruff + mypy + import layers), verify (figure data vs references),
-# figures (regenerate all into figures_out/), book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
+# figures (regenerate all into figures_out/), wheelhouse (wheels for an offline GPU machine: benchmarks/gpu_checks.sh), book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: setup uv-flags book book-strict twins test lint verify figures clean
+.PHONY: setup uv-flags book book-strict twins test lint verify figures wheelhouse clean
 
 setup: $(STAMP)
 
@@ -56,6 +56,10 @@ lint: setup
 
 verify: setup
 	$(BIN)/python -m joma_lib.figures verify $(VERIFY_FLAGS)
+
+# wheels for a GPU machine or cluster node without a package index (benchmarks/gpu_checks.sh installs them from .whl/)
+wheelhouse:
+	$(PYTHON) benchmarks/wheelhouse.py --dest .whl
 
 figures: setup
 	$(BIN)/python -m joma_lib.figures make --out figures_out

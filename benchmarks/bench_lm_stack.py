@@ -1,0 +1,143 @@
+"""Runs trained one by one, and as one stack: the step of the paper's model against the authors' way of training it.
+
+At the paper's shapes (d 200, FFN 200, one head, dropout 0.2, 20 x 35 tokens, ``--vocab`` words) and for each
+depth, four steps alternate in one process (same inputs, threads and GPU), median of ``--repeats``:
+
+* authors: their training loop in our code (``BaselineLM`` of ``bench_lm_step.py``), fp32;
+* ours, one run: :func:`joma_lib.lm.step.train_step` (the unstacked runner), fp32;
+* ours, one run as a stack of one: :class:`joma_lib.lm.stack_step.StackStep` (one CUDA graph on a GPU), in the
+  precision ``auto`` would measure fastest for it (each candidate is timed; all are printed);
+* ours, a stack of R runs (the paper sweep's stack at that depth: 3 runs at 1, 2 and 10 layers, 21 at 5), in its
+  fastest precision; the per-run time is the stack's step over R.
+
+From the stacked step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and
+prints it. On a CPU it also times the unstacked step on one thread and prints what ``--jobs 2`` would give per run
+(that step over 2, assuming two processes scale perfectly on 2 cores) beside the stack of 2 runs on ``--threads``. Results are stored in
+``joma_lib/benchmark_results/<--results-name>.json`` (or ``--out DIR``)::
+
+    python benchmarks/bench_lm_stack.py --device cuda             # on a GPU (benchmarks/gpu_checks.sh runs it)
+    python benchmarks/bench_lm_stack.py --device cpu --layers 1 2 --threads 2 --repeats 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from bench_lm_step import BaselineLM, baseline_step, time_alternately
+from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
+from joma_lib.lm.model import TransformerLM, causal_mask
+from joma_lib.lm.precision import candidates
+from joma_lib.lm.stack_step import WARMUP_STEPS, AdamState, StackStep, on_device
+from joma_lib.lm.stacked import CounterMasks, GeneratorMasks, StackedLM
+from joma_lib.lm.step import make_optimizer, train_step
+
+#: runs per stack in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
+PAPER_STACKS = {1: 3, 2: 3, 5: 21, 10: 3}
+PAPER_STEPS = 58_000
+
+
+def stacked_step(models: list[TransformerLM], device: torch.device, precision: str, x: torch.Tensor,
+                 y: torch.Tensor) -> Callable[[], None]:
+    """One step of ``models`` as a stack, warmed up (and captured on a GPU) before it is timed."""
+    masks = (GeneratorMasks([torch.Generator() for _ in models], device) if device.type == "cpu"
+             else CounterMasks(list(range(len(models))), 0, device))
+    stack = StackedLM.from_models(models, masks, device)
+    step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-4] * len(models), device),
+                     on_device([0.5] * len(models), device), precision)
+    for _ in range(WARMUP_STEPS + 1):
+        step.step(x, y)
+    return lambda: step.step(x, y)
+
+
+def one_thread(call: Callable[[], object]) -> None:
+    """``call()`` on one CPU thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        call()
+    finally:
+        torch.set_num_threads(before)
+
+
+def bench(device: torch.device, n_layers: int, n_stack: int, vocab: int, repeats: int, clock: str
+          ) -> dict[str, float]:
+    """Median ms of each step at one depth (see the module docstring)."""
+    torch.manual_seed(0)
+    base = BaselineLM(vocab, n_layers).to(device).train()
+    ours = TransformerLM(vocab, n_layers).to(device).train()
+    tokens = torch.randint(0, vocab, (20, 36), device=device)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    x_seq, y_seq, mask = x.T.contiguous(), y.T.contiguous(), causal_mask(35, device)
+    opt_base, opt_ours = torch.optim.Adam(base.parameters(), lr=1e-4), make_optimizer(ours, 1e-4)
+    calls: dict[str, Callable[[], object]] = {
+        "authors": lambda: baseline_step(base, opt_base, x_seq, y_seq, mask),
+        "ours": lambda: train_step(ours, opt_ours, x, y, 0.5, "fp32")}
+    if device.type == "cpu":  # what each of `--jobs 2`'s two processes runs: one run on one thread
+        single = copy.deepcopy(ours)
+        opt_single = make_optimizer(single, 1e-4)
+        calls["ours 1 thread"] = lambda: one_thread(lambda: train_step(single, opt_single, x, y, 0.5, "fp32"))
+    for precision in candidates(device):
+        calls[f"one {precision}"] = stacked_step([copy.deepcopy(ours).cpu()], device, precision, x, y)
+        calls[f"stack {precision}"] = stacked_step([copy.deepcopy(ours).cpu() for _ in range(n_stack)], device,
+                                                   precision, x, y)
+    return {k: median_ms(v) for k, v in time_alternately(calls, repeats, 1, device, clock).items()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--layers", type=int, nargs="+", default=[1, 2, 5, 10])
+    p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--stack", type=int, default=None, help="runs per stack (default: the paper sweep's at each depth; "
+                                                            "2 on a CPU)")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")
+    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/benchmark_results)")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args()
+    results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    print(f"torch {torch.__version__}, {device}{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
+          f", {torch.get_num_threads()} CPU threads, vocab {args.vocab}, 20 x 35 tokens, median of {args.repeats}")
+    print(f"{'layers':>6} {'R':>3} {'authors':>8} {'ours':>7} {'one run (best)':>18} {'stack/run (best)':>20} "
+          f"{'authors/one':>11} {'authors/stacked':>15}")
+    rows, projected = [], 0.0
+    for n in args.layers:
+        n_stack = args.stack or (PAPER_STACKS.get(n, 3) if device.type == "cuda" else 2)
+        ms = bench(device, n, n_stack, args.vocab, args.repeats, args.clock)
+        one = min((k for k in ms if k.startswith("one ")), key=ms.__getitem__)
+        stack = min((k for k in ms if k.startswith("stack ")), key=ms.__getitem__)
+        per_run = ms[stack] / n_stack
+        row = {"layers": n, "stack": n_stack, "median_ms": ms, "best_one": one, "best_stack": stack,
+               "stack_ms_per_run": per_run, "authors_over_one": ms["authors"] / ms[one],
+               "authors_over_stacked": ms["authors"] / per_run}
+        if device.type == "cpu":
+            row["jobs2_ms_per_run_estimate"] = ms["ours 1 thread"] / 2
+        if n in PAPER_STACKS:
+            projected += PAPER_STEPS * ms[stack] / 1e3 * (PAPER_STACKS[n] / n_stack)
+        rows.append(row)
+        print(f"{n:>6} {n_stack:>3} {ms['authors']:>8.2f} {ms['ours']:>7.2f} {ms[one]:>8.2f} ({one[4:]:>4})   "
+              f"{per_run:>9.3f} ({stack[6:]:>4})    {row['authors_over_one']:>10.1f}x {row['authors_over_stacked']:>14.1f}x",
+              flush=True)
+        if device.type == "cpu":
+            print(f"{'':>6} --jobs 2 estimate per run: {row['jobs2_ms_per_run_estimate']:.2f} ms (one-thread step / 2)")
+    if set(PAPER_STACKS) <= set(args.layers):
+        print(f"projected paper sweep (30 runs x {PAPER_STEPS} steps, training only): {projected / 60:.1f} minutes")
+    if not args.no_write:
+        save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()} |
+                                         {"threads_used": torch.get_num_threads()}, "rows": rows,
+                                         "projected_paper_sweep_s": projected if projected else None},
+                     folder=args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Everything the companion checks on a GPU, in one command that fits a short loan of a GPU machine (<= 9 minutes):
+#
+#   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--state DIR] [--out DIR] [--skip-quick]
+#
+# In order, the quick checks first:
+#   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
+#      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
+#   2. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included);
+#   3. the test suite under JOMA_DEVICE=cuda (the gpu-marked tests first);
+#   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs, stacked; WikiText-2 where the
+#      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration.
+# Each step's output goes to the results folder (--out: $OUT where the device tool sets it, else gpu_runs/out), with
+# a one-page summary.md. The runs' checkpoints live in the state folder (--state, default gpu_runs/state, ignored by
+# git), so a second call on the same machine continues: steps already done are not repeated (their results are in
+# the state folder's done/), finished runs are kept and unfinished ones resume from their checkpoints.
+# Without network: `make wheelhouse` (on a machine with a package index) puts the wheels this needs beyond the GPU
+# machine's own packages into .whl/; this script installs them from there (pip --no-index --target).
+# --dry-run checks the inputs and prints the plan on any machine, GPU or not.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+budget=530 state=gpu_runs/state out="${OUT:-gpu_runs/out}" dry_run=0 skip_quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry_run=1 ;;
+    --skip-quick) skip_quick=1 ;;
+    --budget) budget=${2:-}; shift ;;
+    --state) state=${2:-}; shift ;;
+    --out) out=${2:-}; shift ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -lt 60 ] || [ "$budget" -gt 36000 ]; then
+  echo "error: --budget must be a whole number of seconds in [60, 36000], got '$budget'" >&2; exit 2
+fi
+
+PY=${PYTHON:-python3}
+start=$(date +%s)
+left() { echo $(( budget - ($(date +%s) - start) )); }
+# cap SECONDS: the smaller of SECONDS and what is left of the budget (minus 20 s for the summary)
+cap() { local l; l=$(( $(left) - 20 )); [ "$1" -lt "$l" ] && echo "$1" || echo "$(( l > 0 ? l : 0 ))"; }
+
+# the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log)
+lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision auto --device cuda \
+--no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
+table1_runs="$PY -m joma_lib.table1 --config full --stack --device cuda --no-progress --out $state/runs/table1 \
+--save $out/table1-paper.json"
+steps=(
+  "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
+  "bench-table1|60|$PY benchmarks/bench_table1_stack.py --config full --device cuda"
+  "verify|170|env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify"
+  "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu tests"
+  "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
+  "paper-lm|100000|$lm_runs --stop-after"
+  "paper-table1|100000|$table1_runs --stop-after"
+)
+
+if [ "$dry_run" = 1 ]; then
+  problems=0
+  echo "gpu_checks plan: budget ${budget}s, state $state, results $out"
+  $PY -c "import joma_lib" 2>/dev/null || { echo "  PROBLEM: $PY cannot import joma_lib"; problems=1; }
+  if [ -d .whl ]; then echo "  wheels: $(ls .whl/*.whl 2>/dev/null | wc -l) in .whl/ (installed before the steps)"
+  else echo "  wheels: no .whl/ (run \`make wheelhouse\` where a package index answers, and carry .whl)"; fi
+  $PY -m joma_lib.lm run --help > /dev/null || { echo "  PROBLEM: joma_lib.lm run --help fails"; problems=1; }
+  $PY -m joma_lib.lm run --help | grep -q -- "--stack" || { echo "  PROBLEM: lm run has no --stack"; problems=1; }
+  $PY -m joma_lib.table1 --help | grep -q -- "--stack" || echo "  note: joma_lib.table1 has no --stack: Table 1 is skipped"
+  [ -f benchmarks/bench_lm_stack.py ] || { echo "  PROBLEM: benchmarks/bench_lm_stack.py is missing"; problems=1; }
+  for s in "${steps[@]}"; do
+    IFS='|' read -r name seconds command <<< "$s"
+    done_mark=""; [ -f "$state/done/$name" ] && done_mark=" (done in an earlier call: skipped)"
+    printf '  %-13s up to %6ss  %s%s\n' "$name" "$seconds" "$command" "$done_mark"
+  done
+  echo "  the paper steps get what is left of the budget (--stop-after), then: summary.md"
+  exit "$problems"
+fi
+
+mkdir -p "$state/done" "$out"
+summary="$out/summary.md"
+{
+  echo "# GPU checks, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)," \
+       "$(nproc) CPU cores"
+} > "$summary"
+if [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/gpu_checks_site .whl/*.whl \
+    && export PYTHONPATH="/tmp/gpu_checks_site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+$PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || {
+  echo "error: no CUDA device is visible to torch (this script is for a GPU machine; --dry-run elsewhere)" >&2; exit 2; }
+echo "- torch: $($PY -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')" >> "$summary"
+echo >> "$summary"
+echo "| step | seconds | exit | result |" >> "$summary"
+echo "|---|---|---|---|" >> "$summary"
+
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1} MPLBACKEND=Agg
+for s in "${steps[@]}"; do
+  IFS='|' read -r name seconds command <<< "$s"
+  if [ -f "$state/done/$name" ]; then echo "| $name | - | - | done in an earlier call |" >> "$summary"; continue; fi
+  case "$name" in bench*|verify|tests*) [ "$skip_quick" = 1 ] && continue ;; esac
+  limit=$(cap "$seconds")
+  if [ "$limit" -lt 15 ]; then echo "| $name | - | - | not started: budget spent |" >> "$summary"; continue; fi
+  case "$name" in paper-*) command="$command $(( limit - 10 ))" ;; esac
+  echo "=== $name (up to ${limit}s): $command"
+  t0=$(date +%s)
+  timeout -s INT -k 10 "$limit" bash -c "$command" > "$out/$name.log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - t0 ))
+  tail -n 3 "$out/$name.log"
+  last=$(grep -v '^\s*$' "$out/$name.log" | tail -n 1 | tr '|' '/' | cut -c1-160)
+  case "$rc" in
+    0) touch "$state/done/$name"; result="done: $last" ;;
+    75) result="stopped at its deadline, checkpointed: the next call continues" ;;
+    124|130) result="stopped at its time limit: the next call continues" ;;
+    *) result="exit $rc: $last" ;;
+  esac
+  echo "| $name | $secs | $rc | $result |" >> "$summary"
+done
+{
+  echo
+  echo "## Runs"
+  echo '```'
+  $PY -m joma_lib.lm status --out "$state/runs/paper" 2>&1 | tail -n 40
+  echo '```'
+  echo "Total: $(( $(date +%s) - start )) s of a ${budget} s budget."
+} >> "$summary"
+cat "$summary"
