@@ -194,7 +194,8 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
     folder), else the page's ``_generated`` folder, else the figure store (``JOMA_FIGURE_STORE``)."""
     fig_id = _ids([args.fig_id])[0]
     page_folder = Path(get_spec(fig_id).chapter).parent / "_generated"
-    folders = [_readable_dir(args.from_dir, "--from")] if args.from_dir else [page_folder, store_dir()]
+    folders: list[Path | None] = [_readable_dir(args.from_dir, "--from")] if args.from_dir else [page_folder,
+                                                                                                  store_dir()]
     for folder in filter(None, folders):
         page_receipt = folder / f"{fig_id}.{RECEIPT_SUFFIX}"
         receipt = (json.loads(page_receipt.read_text()) if page_receipt.exists()

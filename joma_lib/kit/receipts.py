@@ -15,18 +15,18 @@ the largest deviation from the committed reference with its tolerance, as ``veri
 from __future__ import annotations
 
 import datetime
-import functools
 import hashlib
 import json
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from joma_lib.cpu import cpu_identity
 from joma_lib.io import atomic_path
-from joma_lib.kit.citation import cite, project
+from joma_lib.kit.citation import cite, git_commit, project
 from joma_lib.kit.registry import get_spec
 
 RECEIPT_SUFFIX = "receipt.json"
@@ -38,23 +38,6 @@ SOURCES = {
     "overrides": "computed with parameters other than the registered ones (not compared with the reference)",
 }
 """Where a figure's data came from (the receipt's ``source``) and what the receipt says about it."""
-
-
-@functools.cache
-def git_commit() -> str:
-    """The checkout's commit (``+local changes`` when tracked files differ from it), or ``unknown``."""
-    root = Path(__file__).parents[2]
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
-                              timeout=30).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (not a git checkout)"
-    return commit + (" +local changes" if dirty else "")
 
 
 def device_name(device: str) -> str:
@@ -78,7 +61,7 @@ def make_receipt(fig_id: str, data_file: Path, source: str, environment: Mapping
     if source not in SOURCES:
         raise ValueError(f"source must be one of {sorted(SOURCES)}, got {source!r}")
     spec = get_spec(fig_id)
-    precision = environment.get("precision") or f"no model trained; arrays in {', '.join(sorted(set(dtypes)))}"
+    precision = environment.get("precision") or f"no model trained; numbers in {', '.join(sorted(set(dtypes)))}"
     return {
         "fig_id": fig_id,
         "title": spec.title,
@@ -179,7 +162,8 @@ def keep_receipt(fig_id: str, data: Mapping[str, Any], data_file: Path, source: 
         date = datetime.datetime.fromtimestamp(store_manifest.stat().st_mtime, datetime.timezone.utc).strftime(
             "%Y-%m-%d %H:%M UTC")
     receipt = make_receipt(fig_id, data_file, source, {k: v for k, v in environment.items() if v}, deviation,
-                           [str(getattr(a, "dtype", type(a).__name__)) for a in data.values()], date=date)
+                           [a.dtype.name for a in map(np.asarray, data.values()) if a.dtype.kind in "fciub"],
+                           date=date)
     kept = kept_receipt(store_manifest) if store_manifest is not None else None
     if kept is not None:  # the run that computed the data, as its receipt says
         receipt.update({k: kept[k] for k in ("device", "precision", "versions", "source", "date") if k in kept})
