@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _footer(app: Sphinx, config: Any) -> None:
     """The book's version from pyproject.toml: Sphinx's ``version``/``release`` and a line in the footer."""
-    version = pyproject_version(Path(app.confdir))
+    version = pyproject_version()
     config.version = config.release = version
     options = dict(config.html_theme_options or {})
     options["extra_footer"] = (str(options.get("extra_footer", "")) +

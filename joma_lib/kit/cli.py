@@ -11,6 +11,8 @@
     python -m joma_lib.figures calibrate [ids]      # measure trained figures' tolerances across numerics/seeds
     python -m joma_lib.figures receipt fig4 [--from DIR]  # the receipt the page shows under the figure
     python -m joma_lib.figures cite fig4            # "Cite this figure": BibTeX and plain text
+    python -m joma_lib.figures report [ids] --out F # verify + claims + package versions as JSON (a run report)
+    python -m joma_lib.figures drift PINNED NEWEST [--issue F]  # compare two run reports; exit 1 on drift
 
 With no ids, ``make``/``verify``/``update``/``claims`` act on every registered figure (``claims`` also takes
 claim ids). ``verify`` also evaluates each figure's claims on the data it regenerated and fails when a claim
@@ -31,6 +33,7 @@ from pathlib import Path
 
 from joma_lib.kit.calibration import VARIANTS, calibrate, trained_figure_ids
 from joma_lib.kit.citation import cite
+from joma_lib.kit.drift import compare_reports, issue_text, read_report, run_report, write_report
 from joma_lib.kit.claims import error_text, evaluate_figure, ledger, surprises
 from joma_lib.kit.harness import (
     STORE_ENV,
@@ -216,6 +219,29 @@ def _cmd_cite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    writable_dir(str(out.parent), "--out")  # before any computing
+    store = _readable_dir(args.from_dir, "--from") if args.from_dir is not None else None
+    report = run_report(_ids(args.ids) if args.ids else None, store)
+    write_report(report, out)
+    failed = [f for f, entry in report["figures"].items() if not entry.get("passed") and "skipped" not in entry]
+    print(f"{out}: {len(report['figures'])} figure(s) on {report['device']}, {len(failed)} beyond tolerance or "
+          f"failing{': ' + ', '.join(failed) if failed else ''}; {len(report['claims'])} claim(s)")
+    return 0
+
+
+def _cmd_drift(args: argparse.Namespace) -> int:
+    """Exit 1 when a figure drifted or a claim changed verdict (the issue text is printed, and written to --issue)."""
+    pinned, newest = read_report(Path(args.pinned)), read_report(Path(args.newest))
+    drift = compare_reports(pinned, newest)
+    text = issue_text(drift, pinned, newest, run_url=args.run_url)
+    print(text, end="")
+    if args.issue:
+        Path(args.issue).write_text(text)
+    return 1 if drift else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m joma_lib.figures", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -235,6 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("fig_id", help="a figure id (list: python -m joma_lib.figures list)")
         p.set_defaults(run=run)
+    report = sub.add_parser("report", help="what verify and claims find here, with the package versions, as JSON")
+    report.add_argument("ids", nargs="*", help="figure ids (default: all, and the online claims)")
+    report.add_argument("--out", required=True, help="the JSON file to write")
+    report.add_argument("--from", dest="from_dir", metavar="DIR", help="a figure store whose kept data to compare")
+    report.set_defaults(run=_cmd_report)
+    drift = sub.add_parser("drift", help="compare a pinned and a newest run report; exit 1 on drift")
+    drift.add_argument("pinned", help="the run report made with the pinned dependencies")
+    drift.add_argument("newest", help="the run report made with the newest releases")
+    drift.add_argument("--issue", help="also write the issue text (Markdown) into this file")
+    drift.add_argument("--run-url", default="", help="the workflow run, linked from the issue")
+    drift.set_defaults(run=_cmd_drift)
     sub.choices["receipt"].add_argument("--from", dest="from_dir", metavar="DIR",
                                         help="a figure store or a page's _generated folder to read the receipt from")
     sub.choices["verify"].add_argument("--require-inputs", action="store_true",
