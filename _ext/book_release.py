@@ -94,7 +94,8 @@ def make_bundle(out_dir: Path, version: str, html_dir: Path, notebooks: list[Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / bundle_name(version)
     part = path.with_name(f".{path.name}.part")
-    with zipfile.ZipFile(part, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
+    # level 1: a quarter of the default level's time for ~10% more bytes (the bundle is made in every CI run)
+    with zipfile.ZipFile(part, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         archive.writestr(f"{top}/index.html", _redirect("html/index.html", f"{NAME} {version}, offline"))
         archive.writestr(f"{top}/README.txt", (
             f"{NAME} {version}, offline. Open index.html (or html/index.html) in a browser.\n"

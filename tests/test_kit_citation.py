@@ -98,3 +98,19 @@ def test_every_figure_has_a_well_formed_citation_of_its_page(build):
         page = re.search(r"/v[\d.]+/(\S+)\.html#" + re.escape(fig_id) + "}", bibtex)
         assert page and (ROOT / f"{page.group(1)}.md").is_file(), fig_id
     assert len(keys) == len(figure_ids())
+
+
+def test_an_installed_package_names_the_commit_pip_installed_and_never_asks_git(monkeypatch, tmp_path):
+    class Dist:
+        def read_text(self, name: str) -> str:
+            assert name == "direct_url.json"
+            return json.dumps({"url": "https://github.com/x/y", "vcs_info": {"vcs": "git", "commit_id": "abc123"}})
+
+    monkeypatch.setattr(citation, "PYPROJECT", tmp_path / "pyproject.toml")  # no checkout around the package
+    monkeypatch.setattr(citation.metadata, "distribution", lambda name: Dist())
+    monkeypatch.setattr(citation.subprocess, "run", lambda *a, **k: pytest.fail("git was asked"))
+    citation.git_commit.cache_clear()
+    try:
+        assert citation.git_commit() == "abc123"
+    finally:
+        citation.git_commit.cache_clear()

@@ -16,6 +16,7 @@ release's.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -55,8 +56,16 @@ class Project:
 
 @functools.cache
 def git_commit() -> str:
-    """The checkout's commit (``+local changes`` when tracked files differ from it), or ``unknown``."""
+    """The checkout's commit (``+local changes`` when tracked files differ from it); for an installed package, the
+    commit pip recorded when it installed it from git (``direct_url.json``); else ``unknown``."""
     root = PYPROJECT.parent
+    if not PYPROJECT.is_file():  # installed, not a checkout: never ask git about whatever folder holds the venv
+        try:
+            direct = json.loads(metadata.distribution(PACKAGE).read_text("direct_url.json") or "{}")
+        except (metadata.PackageNotFoundError, ValueError):
+            direct = {}
+        commit = direct.get("vcs_info", {}).get("commit_id")
+        return str(commit) if commit else "unknown (installed without a git commit)"
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
