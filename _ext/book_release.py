@@ -8,7 +8,8 @@
 * **The offline bundle** (``bundle``): one zip with the built site (``html/``, opens from a local folder), the
   chapters' ``.ipynb`` twins (``notebooks/``), every figure's data, receipt and citation (``figures/``) and the
   claims ledger as JSON (``claims.json``), made from an existing build: ``_build/html``, ``book/_generated``
-  (what the pages wrote), the figure store (``JOMA_FIGURE_STORE``, for figures no page shows) and ``book/*.ipynb``.
+  (what the pages wrote), the figure store (``JOMA_FIGURE_STORE``: a figure no page shows, e.g. kept by
+  ``verify --keep``, with its receipt and citation written from its kept data) and ``book/*.ipynb``.
 * **The site** (``site``): the build of ``main`` under ``/latest/``, every release's site under ``/vX.Y.Z/`` (taken
   from the releases' bundles, so a published version never changes or disappears), ``versions.json``, and at the
   root a redirect for every page to its ``/latest/`` copy (the addresses of the site before versions keep working).
@@ -74,19 +75,23 @@ def _add_tree(archive: zipfile.ZipFile, folder: Path, prefix: str) -> None:
         archive.write(path, f"{prefix}/{path.relative_to(folder).as_posix()}", compress_type=compress)
 
 
+def shown_figures(generated: Path) -> set[str]:
+    """The figures a page showed: those whose receipt the harness wrote into ``generated``."""
+    return {p.name.removesuffix(".receipt.json") for p in generated.glob("*.receipt.json")}
+
+
 def make_bundle(out_dir: Path, version: str, html_dir: Path, notebooks: list[Path], generated: Path,
-                store: Path | None, figure_ids: list[str], claims: str) -> Path:
+                kept: dict[str, list[Path]], figure_ids: list[str], claims: str) -> Path:
     """Write the offline bundle into ``out_dir`` and return its path (see the module docstring).
 
-    Every figure in ``figure_ids`` must be there: shown by a page (its receipt in ``generated``) or kept in
-    ``store``; a missing one, a missing site or no notebooks is a :class:`ValueError` naming it, and nothing is
-    written."""
-    shown = {p.name.removesuffix(".receipt.json") for p in generated.glob("*.receipt.json")}
-    kept = {fig_id for fig_id in figure_ids if store is not None and (store / f"{fig_id}.json").exists()}
-    missing = sorted(set(figure_ids) - shown - kept)
+    Every figure in ``figure_ids`` must be there: shown by a page (its files in ``generated``) or, for one that no
+    page shows, its files in the figure store (``kept``: figure id -> data, manifest, receipt, citation); a missing
+    one, a missing site or no notebooks is a :class:`ValueError` naming it, and nothing is written."""
+    shown = shown_figures(generated)
+    missing = sorted(set(figure_ids) - shown - set(kept))
     problems = ([f"no built site at {html_dir} (index.html)"] * (not (html_dir / "index.html").exists())
                 + ["no .ipynb twins (make twins)"] * (not notebooks)
-                + [f"figures neither shown by a page ({generated}) nor kept in the store ({store}): {missing}"]
+                + [f"figures neither shown by a page ({generated}) nor kept in the figure store: {missing}"]
                 * bool(missing))
     if problems:
         raise ValueError("cannot make the offline bundle: " + "; ".join(problems))
@@ -100,16 +105,16 @@ def make_bundle(out_dir: Path, version: str, html_dir: Path, notebooks: list[Pat
         archive.writestr(f"{top}/README.txt", (
             f"{NAME} {version}, offline. Open index.html (or html/index.html) in a browser.\n"
             "notebooks/: the chapters as Jupyter notebooks. figures/: every figure's data (npz, CSV, SVG, PNG), its "
-            "receipt (<id>.receipt.json: what made it) and citation (<id>.cite.json); a figure no page shows: its "
-            "data and manifest (with its receipt when a page showed it). claims.json: the claims ledger.\n"))
+            "receipt (<id>.receipt.json: what made it) and citation (<id>.cite.json); of a figure no page shows, its "
+            "data and manifest as the figure store kept them. claims.json: the claims ledger.\n"))
         archive.writestr(f"{top}/claims.json", claims)
         _add_tree(archive, html_dir, f"{top}/html")
         for notebook in sorted(notebooks):
             archive.write(notebook, f"{top}/notebooks/{notebook.name}")
         _add_tree(archive, generated, f"{top}/figures")
-        for fig_id in sorted(kept - shown):
-            for suffix in (".npz", ".json"):
-                archive.write(store / f"{fig_id}{suffix}", f"{top}/figures/{fig_id}{suffix}")  # type: ignore[operator]
+        for fig_id in sorted(set(kept) - shown):
+            for kept_file in kept[fig_id]:
+                archive.write(kept_file, f"{top}/figures/{kept_file.name}")
     part.replace(path)
     return path
 
@@ -165,6 +170,23 @@ def assemble_site(out: Path, latest: Path, release_zips: list[Path]) -> list[str
     return tags
 
 
+def _kept_figures(fig_ids: list[str], store: Path | None) -> dict[str, list[Path]]:
+    """The files in the figure ``store`` of the figures no page shows (``verify --keep`` kept them), each with the
+    receipt and citation written now from its kept data (:mod:`joma_lib.kit.receipts`), as ``show`` would."""
+    from joma_lib.kit import harness, receipts
+
+    kept = {}
+    for fig_id in fig_ids:
+        npz = harness.reference_path(fig_id, store) if store is not None else None
+        if npz is None or not npz.with_suffix(".json").exists():
+            continue
+        data = harness.load_reference(fig_id, store)  # checked against its manifest
+        receipt = receipts.keep_receipt(fig_id, data, npz, "computed", {}, npz.with_suffix(".json"),
+                                        compare=lambda f=fig_id, d=data: harness.compare_with_reference(f, d))
+        kept[fig_id] = [npz, npz.with_suffix(".json"), receipt, store / f"{fig_id}.{receipts.CITE_SUFFIX}"]
+    return kept
+
+
 def _claims_json(store: Path | None) -> str:
     """The claims ledger (``python -m joma_lib.figures claims --json``) on the figure store's data."""
     env = {**os.environ, **({"JOMA_FIGURE_STORE": str(store)} if store else {})}
@@ -205,8 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bundle":
             from joma_lib.kit.registry import figure_ids
 
+            ids = figure_ids()
+            kept = _kept_figures(sorted(set(ids) - shown_figures(args.generated)), args.store)
             path = make_bundle(args.out, pyproject_version(), args.html, sorted((ROOT / "book").glob("*.ipynb")),
-                               args.generated, args.store, figure_ids(), _claims_json(args.store))
+                               args.generated, kept, ids, _claims_json(args.store))
             print(f"{path} ({path.stat().st_size / 1e6:.1f} MB)")
             return 0
         zips = sorted(args.releases.glob(bundle_name("*"))) if args.releases else []

@@ -130,15 +130,16 @@ def test_the_offline_bundle_holds_site_notebooks_figures_and_claims(tmp_path):
         folder.mkdir()
     for name in ("c-a.npz", "c-a.receipt.json", "c-a.cite.json", "c-a.png"):
         (generated / name).write_text(name)
-    for name in ("c-b.npz", "c-b.json"):
+    for name in ("c-b.fp32.npz", "c-b.fp32.json", "c-b.receipt.json"):
         (store / name).write_text(name)
     (notebooks / "fig.ipynb").write_text("{}")
+    kept = {"c-b": sorted(store.iterdir())}
 
     def bundle(ids: list[str]) -> Path:
         return book_release.make_bundle(tmp_path / "dist", "1.2.3", html, [notebooks / "fig.ipynb"], generated,
-                                        store, ids, '[{"id": "claim"}]')
+                                        kept, ids, '[{"id": "claim"}]')
 
-    with pytest.raises(ValueError, match=r"neither shown by a page .* nor kept in the store .*\['c-c'\]"):
+    with pytest.raises(ValueError, match=r"neither shown by a page .* nor kept in the figure store: \[.c-c.\]"):
         bundle(["c-a", "c-b", "c-c"])
     assert not (tmp_path / "dist" / "joma-companion-v1.2.3-offline.zip").exists()
     path = bundle(["c-a", "c-b"])
@@ -148,7 +149,8 @@ def test_the_offline_bundle_holds_site_notebooks_figures_and_claims(tmp_path):
         top = "joma-companion-v1.2.3/"
         assert {top + n for n in ("index.html", "README.txt", "claims.json", "html/index.html", "html/book/fig.html",
                                   "notebooks/fig.ipynb", "figures/c-a.npz", "figures/c-a.receipt.json",
-                                  "figures/c-a.cite.json", "figures/c-b.npz", "figures/c-b.json")} <= names
+                                  "figures/c-a.cite.json", "figures/c-b.fp32.npz", "figures/c-b.fp32.json",
+                                  "figures/c-b.receipt.json")} <= names
         assert 'url=html/index.html' in archive.read(top + "index.html").decode()
         assert archive.getinfo(top + "figures/c-a.png").compress_type == zipfile.ZIP_STORED
 
@@ -163,7 +165,7 @@ def test_the_site_keeps_every_release_beside_latest_and_old_addresses_redirect(t
     releases = tmp_path / "releases"
     for version in ("0.1.0", "0.10.0", "0.2.0"):
         site = _built_site(tmp_path / f"site-{version}", f"release {version}")
-        book_release.make_bundle(releases, version, site, [ROOT / "README.md"], tmp_path, None, [], "[]")
+        book_release.make_bundle(releases, version, site, [ROOT / "README.md"], tmp_path, {}, [], "[]")
     latest = _built_site(tmp_path / "main", "main")
     out = tmp_path / "out"
     zips = sorted(releases.glob("*.zip"))
@@ -204,6 +206,7 @@ def test_the_release_workflow_builds_like_the_site_and_ci_runs_its_steps():
                     "_ext/book_release.py site --latest _build/html --releases"):
         assert command in steps and command in ci, command
     assert build["env"]["JOMA_RELEASE_TAG"] == "${{ inputs.release-tag }}"
+    assert steps.index("make book-strict") < steps.index("--from $JOMA_FIGURE_STORE --keep") < steps.index("bundle")
     for path in workflows.glob("*.yml"):
         for ref in re.findall(r"uses: ([\w./-]+)@(\S+)", path.read_text()):
             assert re.fullmatch(r"[0-9a-f]{40}", ref[1]), f"{path.name}: {ref[0]} is not pinned to a commit"
