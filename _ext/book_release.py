@@ -173,17 +173,19 @@ def assemble_site(out: Path, latest: Path, release_zips: list[Path]) -> list[str
 def _kept_figures(fig_ids: list[str], store: Path | None) -> dict[str, list[Path]]:
     """The files in the figure ``store`` of the figures no page shows (``verify --keep`` kept them), each with the
     receipt and citation written now from its kept data (:mod:`joma_lib.kit.receipts`), as ``show`` would."""
+    from functools import partial
+
     from joma_lib.kit import harness, receipts
 
-    kept = {}
-    for fig_id in fig_ids:
-        npz = harness.reference_path(fig_id, store) if store is not None else None
-        if npz is None or not npz.with_suffix(".json").exists():
+    kept: dict[str, list[Path]] = {}
+    for fig_id in fig_ids if store is not None else []:
+        npz = harness.reference_path(fig_id, store)
+        if not npz.with_suffix(".json").exists():
             continue
         data = harness.load_reference(fig_id, store)  # checked against its manifest
         receipt = receipts.keep_receipt(fig_id, data, npz, "computed", {}, npz.with_suffix(".json"),
-                                        compare=lambda f=fig_id, d=data: harness.compare_with_reference(f, d))
-        kept[fig_id] = [npz, npz.with_suffix(".json"), receipt, store / f"{fig_id}.{receipts.CITE_SUFFIX}"]
+                                        compare=partial(harness.compare_with_reference, fig_id, data))
+        kept[fig_id] = [npz, npz.with_suffix(".json"), receipt, npz.parent / f"{fig_id}.{receipts.CITE_SUFFIX}"]
     return kept
 
 
