@@ -420,7 +420,8 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     input that cannot be had here (:class:`~joma_lib.io.InputUnavailableError`) or that fails its check
     (:class:`~joma_lib.io.InputCorruptError`), the committed reference data are drawn instead and the page says so.
     With a figure store (``JOMA_FIGURE_STORE``) and no ``overrides``, data already kept there are drawn, and data
-    computed here are kept there (:func:`stored_or_computed`).
+    computed here are kept there (:func:`stored_or_computed`). The figure's receipt and citation are written beside
+    its downloads, and the receipt into its store entry (:func:`~joma_lib.kit.receipts.keep_receipt`).
     """
     from IPython.display import Image
 
