@@ -11,11 +11,16 @@ whose phone layout exists, this extension
   narrower than :data:`PHONE_MAX_PX` (the browser downloads one of the two pictures, never both).
 
 It runs after ``sphinx_site`` (which links each image to its full-size file), so the link stays around the
-picture. Enabled in ``_config.yml`` under ``sphinx: local_extensions:`` (``sphinx_figures: _ext``).
+picture. Under every such figure whose receipt the harness wrote (``_generated/<fig_id>.receipt.json`` and
+``.cite.json``, :mod:`joma_lib.kit.receipts`), it adds two collapsed blocks: the receipt (what made the figure:
+version, commit, data hash, libraries, device, source, deviation from the reference, date) and "Cite this figure"
+(BibTeX and plain text), both shown from those files as written, never typed into a page. Enabled in ``_config.yml`` under ``sphinx: local_extensions:`` (``sphinx_figures: _ext``).
 """
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
 from pathlib import Path
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
 
 PHONE_MAX_PX = 640
 PHONE_SUFFIX = ".phone.png"  # joma_lib.kit.harness.PHONE_SUFFIX (the extension does not import the package)
+RECEIPT_SUFFIX = ".receipt.json"  # joma_lib.kit.receipts.RECEIPT_SUFFIX
+CITE_SUFFIX = ".cite.json"  # joma_lib.kit.receipts.CITE_SUFFIX
 GENERATED = "_generated"
 _FIGURE = re.compile(r'(<figure\b[^>]*\bid="([\w-]+)"[^>]*>)(.*?)(</figure>)', re.S)
 _IMG = re.compile(r'<img\b[^>]*\bsrc="([^"]*_images/)[^"]+"[^>]*>')
@@ -53,6 +60,32 @@ def picture(body: str, phone_images: dict[str, Path]) -> tuple[str, dict[str, Pa
     return _FIGURE.sub(figure, body), used
 
 
+def receipt_blocks(receipt: dict[str, Any], citation: dict[str, str]) -> str:
+    """The two collapsed blocks under a figure: its receipt (the ``lines`` the harness wrote) and its citation."""
+    rows = "".join(f"<tr><th>{html.escape(label)}</th><td>{html.escape(value)}</td></tr>"
+                   for label, value in receipt["lines"])
+    fig_id = html.escape(receipt["fig_id"])
+    return (f'<details class="joma-receipt"><summary>Receipt of this figure ({fig_id})</summary>'
+            f'<table class="joma-receipt-table">{rows}</table>'
+            f"<p>The same: <code>python -m joma_lib.figures receipt {fig_id}</code></p></details>"
+            f'<details class="joma-cite"><summary>Cite this figure</summary>'
+            f'<pre class="joma-cite-bibtex">{html.escape(citation["bibtex"])}</pre>'
+            f'<p class="joma-cite-text">{html.escape(citation["text"])}</p>'
+            f"<p>The same: <code>python -m joma_lib.figures cite {fig_id}</code></p></details>")
+
+
+def with_receipts(body: str, folder: Path) -> str:
+    """``body`` with :func:`receipt_blocks` after every figure whose receipt and citation are in ``folder``."""
+
+    def figure(match: re.Match[str]) -> str:
+        receipt, citation = (folder / f"{match.group(2)}{suffix}" for suffix in (RECEIPT_SUFFIX, CITE_SUFFIX))
+        if not receipt.exists() or not citation.exists():
+            return match.group(0)
+        return match.group(0) + receipt_blocks(json.loads(receipt.read_text()), json.loads(citation.read_text()))
+
+    return _FIGURE.sub(figure, body)
+
+
 def _page(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     if "body" not in context or "<figure" not in context["body"]:
         return
@@ -60,7 +93,7 @@ def _page(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any]
     if not folder.is_dir():
         return
     phone_images = {p.name[: -len(PHONE_SUFFIX)]: p for p in folder.glob(f"*{PHONE_SUFFIX}")}
-    context["body"], used = picture(context["body"], phone_images)
+    context["body"], used = picture(with_receipts(context["body"], folder), phone_images)
     images = Path(app.outdir) / "_images"
     images.mkdir(parents=True, exist_ok=True)
     for name, source in used.items():

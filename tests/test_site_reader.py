@@ -89,9 +89,27 @@ def test_a_figure_with_a_phone_layout_becomes_a_picture(tmp_path):
     assert new.count("<picture>") == 1 and sphinx_figures.picture(new, {"fig2a": phone})[0] == new
 
 
+def test_the_receipt_and_citation_the_harness_wrote_go_under_their_figure(tmp_path):
+    """Shown from the files the harness wrote, escaped, after the figure; a figure without them is left alone."""
+    import json
+
+    receipt = {"fig_id": "fig2a", "lines": [["figure", "fig2a (Fig. 2): <a & b>"], ["date", "2026-11-25 10:00 UTC"]]}
+    (tmp_path / "fig2a.receipt.json").write_text(json.dumps(receipt))
+    (tmp_path / "fig2a.cite.json").write_text(json.dumps({"bibtex": "@misc{k,\n  url = {u},\n}", "text": "T & U"}))
+    body = '<figure id="fig2a"><img src="a.png"/></figure><p>x</p><figure id="other"><img src="b.png"/></figure>'
+    new = sphinx_figures.with_receipts(body, tmp_path)
+    figure_end = new.index("</figure>") + len("</figure>")
+    assert new[figure_end:].startswith('<details class="joma-receipt"><summary>Receipt of this figure (fig2a)')
+    assert "<th>figure</th><td>fig2a (Fig. 2): &lt;a &amp; b&gt;</td>" in new and "T &amp; U" in new
+    assert '<pre class="joma-cite-bibtex">@misc{k,\n  url = {u},\n}</pre>' in new
+    assert "python -m joma_lib.figures receipt fig2a" in new and "python -m joma_lib.figures cite fig2a" in new
+    assert new.count("<details") == 2 and new.endswith('<p>x</p><figure id="other"><img src="b.png"/></figure>')
+    assert sphinx_figures.with_receipts(body, tmp_path / "none") == body
+
 def test_the_site_is_deployed_with_the_network():
-    """pages.yml: no offline switches, the authors' runs are fetched, and the build fails on an offline fallback."""
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
+    """book.yml (the build of pages.yml and release.yml): no offline switches, the authors' runs are fetched, and the
+    build fails on an offline fallback."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
     build = workflow["jobs"]["build"]
     assert not {"HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"} & set(build.get("env", {}))
     steps = " ".join(str(step.get("run", "")) for step in build["steps"])
@@ -104,7 +122,7 @@ def test_the_deploy_guard_matches_the_printed_note_and_not_the_code_that_prints_
     import re
 
     steps = " ".join(str(step.get("run", "")) for step in
-                     yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())["jobs"]["build"]["steps"])
+                     yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())["jobs"]["build"]["steps"])
     patterns = {page: pattern for pattern, page in
                 re.findall(r'grep (?:-E )?"([^"]+)" _build/html/book/(\w+)\.html', steps)}
     assert set(patterns) == {"fig7", "wikitext"}

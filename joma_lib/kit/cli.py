@@ -9,6 +9,10 @@
     python -m joma_lib.figures update [ids]         # rewrite the committed reference data
     python -m joma_lib.figures claims [ids] [--json] # the paper's claims: value, threshold, verdict
     python -m joma_lib.figures calibrate [ids]      # measure trained figures' tolerances across numerics/seeds
+    python -m joma_lib.figures receipt fig4 [--from DIR]  # the receipt the page shows under the figure
+    python -m joma_lib.figures cite fig4            # "Cite this figure": BibTeX and plain text
+    python -m joma_lib.figures report [ids] --out F # verify + claims + package versions as JSON (a run report)
+    python -m joma_lib.figures drift PINNED NEWEST [--issue F]  # compare two run reports; exit 1 on drift
 
 With no ids, ``make``/``verify``/``update``/``claims`` act on every registered figure (``claims`` also takes
 claim ids). ``verify`` also evaluates each figure's claims on the data it regenerated and fails when a claim
@@ -28,17 +32,23 @@ import time
 from pathlib import Path
 
 from joma_lib.kit.calibration import VARIANTS, calibrate, trained_figure_ids
+from joma_lib.kit.citation import cite
+from joma_lib.kit.drift import compare_reports, issue_text, read_report, run_report, write_report
 from joma_lib.kit.claims import error_text, evaluate_figure, ledger, surprises
 from joma_lib.kit.harness import (
+    STORE_ENV,
     MissingReferenceError,
     compare_with_reference,
     compute,
     draw,
+    reference_path,
     save_outputs,
+    store_dir,
     stored_or_computed,
     update_reference,
 )
 from joma_lib.kit.ledger_views import format_table
+from joma_lib.kit.receipts import RECEIPT_SUFFIX, kept_receipt, receipt_text
 from joma_lib.kit.registry import figure_ids, get_spec
 from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
 from joma_lib.lm.precision import PrecisionUnavailableError
@@ -182,6 +192,56 @@ def _cmd_update(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_receipt(args: argparse.Namespace) -> int:
+    """The receipt the page wrote under the figure: from ``--from DIR`` (a figure store or a page's ``_generated``
+    folder), else the page's ``_generated`` folder, else the figure store (``JOMA_FIGURE_STORE``)."""
+    fig_id = _ids([args.fig_id])[0]
+    page_folder = Path(get_spec(fig_id).chapter).parent / "_generated"
+    folders: list[Path | None] = [_readable_dir(args.from_dir, "--from")] if args.from_dir else [page_folder,
+                                                                                                  store_dir()]
+    for folder in filter(None, folders):
+        page_receipt = folder / f"{fig_id}.{RECEIPT_SUFFIX}"
+        receipt = (json.loads(page_receipt.read_text()) if page_receipt.exists()
+                   else kept_receipt(reference_path(fig_id, folder).with_suffix(".json")))
+        if receipt is not None:
+            print(receipt_text(receipt))
+            return 0
+    looked = ", ".join(str(f) for f in filter(None, folders)) + ("" if args.from_dir or store_dir() else
+                                                                 f" ({STORE_ENV} is not set)")
+    print(f"no receipt of {fig_id} in {looked}: a receipt is written when a page shows the figure "
+          f"(make book, or execute {get_spec(fig_id).chapter})", file=sys.stderr)
+    return 1
+
+
+def _cmd_cite(args: argparse.Namespace) -> int:
+    citation = cite(_ids([args.fig_id])[0])
+    print(f"{citation.bibtex}\n\n{citation.text}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    writable_dir(str(out.parent), "--out")  # before any computing
+    store = _readable_dir(args.from_dir, "--from") if args.from_dir is not None else None
+    report = run_report(_ids(args.ids) if args.ids else None, store)
+    write_report(report, out)
+    failed = [f for f, entry in report["figures"].items() if not entry.get("passed") and "skipped" not in entry]
+    print(f"{out}: {len(report['figures'])} figure(s) on {report['device']}, {len(failed)} beyond tolerance or "
+          f"failing{': ' + ', '.join(failed) if failed else ''}; {len(report['claims'])} claim(s)")
+    return 0
+
+
+def _cmd_drift(args: argparse.Namespace) -> int:
+    """Exit 1 when a figure drifted or a claim changed verdict (the issue text is printed, and written to --issue)."""
+    pinned, newest = read_report(Path(args.pinned)), read_report(Path(args.newest))
+    drift = compare_reports(pinned, newest)
+    text = issue_text(drift, pinned, newest, run_url=args.run_url)
+    print(text, end="")
+    if args.issue:
+        Path(args.issue).write_text(text)
+    return 1 if drift else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m joma_lib.figures", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -196,6 +256,24 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("ids", nargs="*", help="figure ids (default: all); for claims also claim ids")
         p.set_defaults(run=run)
+    for name, run, help_text in [("receipt", _cmd_receipt, "print the receipt the page shows under a figure"),
+                                 ("cite", _cmd_cite, "print a figure's citation: BibTeX and plain text")]:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("fig_id", help="a figure id (list: python -m joma_lib.figures list)")
+        p.set_defaults(run=run)
+    report = sub.add_parser("report", help="what verify and claims find here, with the package versions, as JSON")
+    report.add_argument("ids", nargs="*", help="figure ids (default: all, and the online claims)")
+    report.add_argument("--out", required=True, help="the JSON file to write")
+    report.add_argument("--from", dest="from_dir", metavar="DIR", help="a figure store whose kept data to compare")
+    report.set_defaults(run=_cmd_report)
+    drift = sub.add_parser("drift", help="compare a pinned and a newest run report; exit 1 on drift")
+    drift.add_argument("pinned", help="the run report made with the pinned dependencies")
+    drift.add_argument("newest", help="the run report made with the newest releases")
+    drift.add_argument("--issue", help="also write the issue text (Markdown) into this file")
+    drift.add_argument("--run-url", default="", help="the workflow run, linked from the issue")
+    drift.set_defaults(run=_cmd_drift)
+    sub.choices["receipt"].add_argument("--from", dest="from_dir", metavar="DIR",
+                                        help="a figure store or a page's _generated folder to read the receipt from")
     sub.choices["verify"].add_argument("--require-inputs", action="store_true",
                                        help="count a figure whose external input is unavailable as a failure")
     sub.choices["verify"].add_argument("--from", dest="from_dir", metavar="DIR",

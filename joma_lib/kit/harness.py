@@ -38,6 +38,7 @@ from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
 from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
+from joma_lib.kit.receipts import keep_receipt
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.kit.style import figure_style
 from joma_lib.lm.precision import precisions_used
@@ -419,18 +420,25 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     input that cannot be had here (:class:`~joma_lib.io.InputUnavailableError`) or that fails its check
     (:class:`~joma_lib.io.InputCorruptError`), the committed reference data are drawn instead and the page says so.
     With a figure store (``JOMA_FIGURE_STORE``) and no ``overrides``, data already kept there are drawn, and data
-    computed here are kept there (:func:`stored_or_computed`).
+    computed here are kept there (:func:`stored_or_computed`). The figure's receipt and citation are written beside
+    its downloads, and the receipt into its store entry (:func:`~joma_lib.kit.receipts.keep_receipt`).
     """
     from IPython.display import Image
 
+    source = "overrides" if overrides else "computed"
     try:
-        data = compute(fig_id, **overrides) if overrides else registered_data(fig_id)
+        with precisions_used() as used:
+            data = compute(fig_id, **overrides) if overrides else registered_data(fig_id)
     except (InputUnavailableError, InputCorruptError) as err:
         if overrides:
             raise
-        data = load_reference(fig_id)
+        data, source = load_reference(fig_id), "reference"
         print(f"Note: {err}\nThis figure is therefore drawn from the reference data committed with the book "
               f"(joma_lib/figures/reference/{fig_id}.npz), not recomputed here.")
-    png = save_outputs(fig_id, draw(fig_id, data), data, Path(out_dir))[0]
+    png, _, npz = save_outputs(fig_id, draw(fig_id, data), data, Path(out_dir))[:3]
+    store = None if source == "reference" else store_dir()  # the manifest of the data's origin, if any: the receipt's
+    origin = reference_path(fig_id, store).with_suffix(".json") if store or source == "reference" else None
+    keep_receipt(fig_id, data, npz, source, {**_environment(), "precision": ",".join(sorted(used))}, origin,
+                 compare=lambda: compare_with_reference(fig_id, data))
     glue(fig_id, Image(filename=str(png)), display=False)
     return data
