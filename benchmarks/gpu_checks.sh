@@ -6,7 +6,8 @@
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
 #      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
-#   2. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included);
+#   2. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
+#      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed);
 #   3. the test suite under JOMA_DEVICE=cuda (the gpu-marked tests first);
 #   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs, stacked; WikiText-2 where the
 #      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration.
@@ -51,7 +52,8 @@ table1_runs="$PY -m joma_lib.table1 --config full --stack --device cuda --no-pro
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
   "bench-table1|60|$PY benchmarks/bench_table1_stack.py --config full --device cuda"
-  "verify|170|env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify"
+  "verify|170|env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store --keep; rc=\$?; env \
+JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json; exit \$rc"
   "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu tests"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
   "paper-lm|100000|$lm_runs --stop-after"
