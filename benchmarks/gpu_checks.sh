@@ -63,11 +63,10 @@ JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/g
 if [ "$dry_run" = 1 ]; then
   problems=0
   echo "gpu_checks plan: budget ${budget}s, state $state, results $out"
-  $PY -c "import joma_lib" 2>/dev/null || { echo "  PROBLEM: $PY cannot import joma_lib"; problems=1; }
   if [ -d .whl ]; then echo "  wheels: $(ls .whl/*.whl 2>/dev/null | wc -l) in .whl/ (installed before the steps)"
   else echo "  wheels: no .whl/ (run \`make wheelhouse\` where a package index answers, and carry .whl)"; fi
-  $PY -m joma_lib.lm run --help > /dev/null || { echo "  PROBLEM: joma_lib.lm run --help fails"; problems=1; }
-  $PY -m joma_lib.lm run --help | grep -q -- "--stack" || { echo "  PROBLEM: lm run has no --stack"; problems=1; }
+  lm_help=$($PY -m joma_lib.lm run --help) || { echo "  PROBLEM: joma_lib.lm run --help fails"; problems=1; }
+  grep -q -- "--stack" <<< "$lm_help" || { echo "  PROBLEM: lm run has no --stack"; problems=1; }
   $PY -m joma_lib.table1 --help | grep -q -- "--stack" || echo "  note: joma_lib.table1 has no --stack: Table 1 is skipped"
   [ -f benchmarks/bench_lm_stack.py ] || { echo "  PROBLEM: benchmarks/bench_lm_stack.py is missing"; problems=1; }
   for s in "${steps[@]}"; do
