@@ -58,4 +58,4 @@ def test_the_stacked_step_benchmark_runs_and_stores_its_rows(tmp_path):
                 "--repeats", "1", "--threads", "1", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     rows = json.loads((tmp_path / "lm_stack.json").read_text())["results"]["rows"]
-    assert rows[0]["stack"] == 2 and rows[0]["authors_over_stacked"] > 0 and "ours 1 thread" in rows[0]["median_ms"]
+    assert rows[0]["stack"] == 2 and rows[0]["authors_over_stacked"] > 0 and "ours 1 thread fp32" in rows[0]["median_ms"]

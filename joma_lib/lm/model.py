@@ -106,7 +106,9 @@ class LinearCrossEntropy(torch.autograd.Function):
         if len(ctx.saved_tensors) == 4:  # fp32: G carries the 1/N
             h, weight, g, db = ctx.saved_tensors
             grads = (g @ weight, g.t() @ h, db)
-            if float(grad) != 1.0:  # a plain loss.backward() needs no rescaling of the [V, d] gradient
+            # a plain loss.backward() on the CPU needs no rescaling of the [V, d] gradient; on a GPU the check would
+            # read the gradient back to the host (and break a captured step), so it always rescales there
+            if grad.device.type != "cpu" or float(grad) != 1.0:
                 grads = tuple(x * grad for x in grads)
             return (*grads, None, None)
         h_aug, weight, g = ctx.saved_tensors
@@ -115,6 +117,15 @@ class LinearCrossEntropy(torch.autograd.Function):
         dw_aug = g.t() @ h_aug  # [V, d + 1]: dW and db, unscaled
         out = (g @ weight, dw_aug[:, :d], dw_aug[:, d])
         return (*(x.to(dt).mul_(scale) for x, dt in zip(out, ctx.out_dtypes, strict=True)), None, None)
+
+
+def read_out_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Token-mean cross-entropy of the read-out ``h W^T + b`` (``h [N, d]``, ``targets [N]``), fused
+    (:class:`LinearCrossEntropy`), in bf16 blocks under bf16 autocast and in fp32 otherwise."""
+    device_type = h.device.type
+    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else torch.float32
+    with torch.autocast(device_type, enabled=False):
+        return LinearCrossEntropy.apply(h.to(weight.dtype), weight, bias, targets, dtype)
 
 
 _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -289,13 +300,7 @@ class TransformerLM(nn.Module):
         self._check_ids("targets", targets)
         if targets.shape != tokens.shape:
             raise ValueError(f"targets must have the shape of tokens {tuple(tokens.shape)}, got {tuple(targets.shape)}")
-        device_type = x.device.type
-        dtype = torch.float32
-        if torch.is_autocast_enabled(device_type):
-            dtype = torch.get_autocast_dtype(device_type)
-        with torch.autocast(device_type, enabled=False):
-            return LinearCrossEntropy.apply(x.reshape(-1, self.d).float(), self.decoder.weight, self.decoder.bias,
-                                            targets.reshape(-1), dtype)
+        return read_out_loss(x.reshape(-1, self.d), self.decoder.weight, self.decoder.bias, targets.reshape(-1))
 
     def lower_mlp_weights(self) -> list[torch.Tensor]:
         """``W_1`` of every layer (``[d_ff, d]``), the matrices of the stable-rank curve."""

@@ -30,7 +30,14 @@ import torch
 import torch.nn.functional as F
 
 from joma_lib.lm.metrics import ENTROPY_EPS
-from joma_lib.lm.model import TransformerLM, apply_mask_bits, causal_mask, draw_mask_bits, sinusoidal_positions
+from joma_lib.lm.model import (
+    TransformerLM,
+    apply_mask_bits,
+    causal_mask,
+    draw_mask_bits,
+    read_out_loss,
+    sinusoidal_positions,
+)
 
 #: elements of the largest activation (``[R, tokens, vocabulary]``) an evaluation forms at once
 EVAL_ELEMENTS = {"cpu": 2**25, "cuda": 2**28}
@@ -182,15 +189,15 @@ class StackedLM:
         return _linear(h, self.params["decoder.weight"], self.params["decoder.bias"])
 
     def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Each run's token-mean next-token cross-entropy (nats), ``[R]``, with dropout (a training step).
+        """Each run's token-mean next-token cross-entropy (nats), ``[R]``, with dropout (a training step): each
+        run's read-out fused with its loss as in its unstacked model (:func:`~joma_lib.lm.model.read_out_loss`).
 
         Their sum is the loss to differentiate: the runs share no parameter, so the gradient of the sum with
         respect to run ``r``'s parameters is the gradient of run ``r``'s own loss.
         """
-        logits = self.logits(self.hidden(tokens, training=True)[0])
-        per_token = F.cross_entropy(self._param_dtype(logits).reshape(-1, self.vocab_size),
-                                    targets.reshape(-1).repeat(self.n_runs), reduction="none")
-        return per_token.view(self.n_runs, -1).mean(dim=1)
+        h = self.hidden(tokens, training=True)[0]
+        weight, bias, y = self.params["decoder.weight"], self.params["decoder.bias"], targets.reshape(-1)
+        return torch.stack([read_out_loss(h[r], weight[r], bias[r], y) for r in range(self.n_runs)])
 
     def _param_dtype(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` in the parameters' dtype (the loss of bf16 logits is taken in fp32)."""
