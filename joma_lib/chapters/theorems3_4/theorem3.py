@@ -166,4 +166,8 @@ PORTRAIT_CLAIMS = (
           lambda d: float((d["cos_relu"] > 0.99).sum()), ">=", 8.0, kind="companion", threshold_set="after-data",
           threshold_note="the count of 8 was set in the commit that made its data (3253119), so the history cannot "
                          "show it came first; the value is 8 of 9"),
+    Claim("thm3-decay-mixed-rest-stable", "Theorem 3 (reconstruction)",
+          "ReLU node with weight decay: the symmetric mixed resting point is stable (not a saddle), largest real "
+          "part of the eigenvalues of the update's Jacobian there",
+          lambda d: float(np.max(d["mixed_eigenvalues"])), "<", 0.0, kind="companion", threshold_set="before-data"),
 )
