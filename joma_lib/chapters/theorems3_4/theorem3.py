@@ -64,8 +64,8 @@ def plot_relu(data: FigureData) -> Figure:
     ax.errorbar(data["closed"].ravel(), data["mc"].ravel(), yerr=3 * data["mc_stderr"].ravel(), fmt="o", ms=3)
     lim = np.abs(data["closed"]).max() * 1.1
     ax.plot([-lim, lim], [-lim, lim], "k:", lw=1)
-    ax.set_xlabel(r"closed form $\sum_c a_c(\Phi(k_c)\bar x_c+\sigma\varphi(k_c)\hat v)$")
-    ax.set_ylabel(r"Monte Carlo $E[g\,1[v^\top x+b>0]\,x]$")
+    ax.set_xlabel(r"closed form $\sum_c a_c(\Phi(\kappa_c)\bar x_c+\nu\varphi(\kappa_c)\hat v)$")
+    ax.set_ylabel(r"Monte Carlo $E[g\,1[v^\top x+\beta>0]\,x]$")
     ax.set_title("expected ReLU update (all components)", fontsize=9)
     ax = axes[1]
     ax.plot(data["t"], data["cos_relu"], "C3", lw=1)
