@@ -39,6 +39,7 @@ RESERVED: dict[str, tuple[str, tuple[str, ...]]] = {
     "K": ("number of hidden nodes", ("level",)),
     r"\sigma": ("attention kernel", ("standard deviation", "spread")),
     "C": ("number of clusters", ("class",)),
+    "k": ("hidden node", ("cluster", "component")),
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*{$])|\n\s*\n")
 _MATH = re.compile(r"\$\$?[^$]+\$\$?")
@@ -97,12 +98,14 @@ def caption(page_text: str, fig_id: str) -> str:
 
 def label_clashes(labels: list[str], context: str) -> list[str]:
     """Each label whose math uses a reserved symbol while the label or the figure's ``context`` names one of that
-    symbol's old meanings."""
+    symbol's old meanings (a label that names the symbol's one meaning, "hidden node $k$", says what it is)."""
     found = []
     for label in labels:
         near = (label + " " + context).lower()
         for span in _MATH.finditer(label):
-            for symbol, (_, old_meanings) in RESERVED.items():
+            for symbol, (meaning, old_meanings) in RESERVED.items():
+                if meaning in label.lower():
+                    continue
                 if _token(symbol).search(span.group(0)) and any(word in near for word in old_meanings):
                     found.append(f"{symbol!r} in the label {label!r}")
     return found
@@ -145,6 +148,8 @@ def test_the_label_check_reads_labels_and_catches_an_old_meaning() -> None:
     assert drawn_labels(source) == ["spread $\\sigma$", "bias : $b$", "t"]
     assert label_clashes(["$v^\\top x+b>0$"], "at four states (v, bias)")      # the caption names the old meaning
     assert label_clashes(["$v^\\top x+\\beta>0$"], "at four states (v, bias)") == []
+    assert label_clashes(["$\\Phi(k_c)$"], "the nearest cluster centre")           # k_c, where the page has kappa_c
+    assert label_clashes(["hidden node $k$"], "components 0-3 of v") == []      # the label names its meaning
 
 
 @pytest.mark.parametrize("sentence", [
@@ -153,6 +158,7 @@ def test_the_label_check_reads_labels_and_catches_an_old_meaning() -> None:
     "The residual component $b$ acts as a bias.",
     "Take latent levels $0,\\dots,K-1$.",
     "Take clusters with standard deviation $\\sigma$.",
+    "The ratio of component $j$ to component $k$.",
 ])
 def test_the_check_catches_each_old_meaning(sentence: str) -> None:
     assert clashes(sentence), sentence
