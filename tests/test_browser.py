@@ -4,9 +4,9 @@ Needs the built book (``JOMA_BOOK_HTML``, default ``_build/html``; CI builds it 
 ``chromium`` Debian package and the ``playwright`` Python package (``.ci/browser_setup.sh``
 installs both; Playwright never downloads a browser here).
 
-Every page of the book is loaded from a static server on 127.0.0.1 at a desktop (1280 px) and a
-phone (390 px) width (and once more at phone width in dark mode, for the contrast of its tables, cards and
-figures), and checked for: JavaScript errors in the console, requests to any other host,
+Every page of the book is loaded from a static server on 127.0.0.1 at a desktop (1280 px) width in light
+mode and a phone (390 px) width with the system in dark mode (which the theme follows: the contrast of its
+tables, cards and figures is checked there), and checked for: JavaScript errors in the console, requests to any other host,
 horizontal overflow, and empty outputs (a cell output or plot of no height, e.g. a widget with no
 widget manager, or an image that did not load). On the pages with a kernel-free explorer, the
 explorer is also driven from ``file://`` (no server): moving a slider and clicking a button must
@@ -217,11 +217,16 @@ def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, Any]
     """Load one page at one width, once, and collect what every check of that page and width looks at.
 
     Keys: the CHECKS (lists of problems), ``transfer`` (every file the page loaded -> its gzip size), and the
-    facts of _PAGE_FACTS_JS and _LEDGER_JS (``ledger``: None where the page has no ledger table).
+    facts of _PAGE_FACTS_JS and _LEDGER_JS (``ledger``: None where the page has no ledger table). The phone
+    visit is made with the system in dark mode (``color_scheme``), which the theme follows, so every phone check
+    runs in dark mode too; ``dark`` holds the facts of _DARK_JS there (None at desktop width, in light mode).
     """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     findings: dict[str, Any] = {check: [] for check in CHECKS}
     loaded: list[str] = []
-    context = browser.new_context(viewport={"width": WIDTHS[width], "height": 900})
+    scheme = "dark" if width == "phone" else "light"
+    context = browser.new_context(viewport={"width": WIDTHS[width], "height": 900}, color_scheme=scheme)
     try:
         tab = context.new_page()
         tab.on("console", lambda msg: msg.type == "error" and findings["console"].append(msg.text))
@@ -245,6 +250,14 @@ def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, Any]
         findings["empty"] = tab.evaluate(_EMPTY_OUTPUTS_JS)
         findings.update(tab.evaluate(_PAGE_FACTS_JS))
         findings["ledger"] = tab.evaluate(_LEDGER_JS)
+        findings["dark"] = None
+        if scheme == "dark":
+            try:  # the theme turns its "auto" mode into the system's colour scheme, at times after networkidle
+                tab.wait_for_function("() => ['dark', 'light'].includes(document.documentElement.dataset.theme)",
+                                      timeout=10_000)
+            except PlaywrightTimeout:
+                pass  # test_dark_mode_... reports the theme it found
+            findings["dark"] = tab.evaluate(_DARK_JS)
     finally:
         context.close()
     files = {url: _local_file(url) for url in dict.fromkeys(loaded) if not _is_external(url)}
@@ -635,37 +648,14 @@ _DARK_JS = """() => {
 }"""
 
 
-@functools.cache
-def _visit_dark(browser: Any, base_url: str, page: str) -> dict[str, Any]:
-    """Load one page once at phone width (where the ledger's rows are cards) with the system in dark mode."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    context = browser.new_context(viewport={"width": WIDTHS["phone"], "height": 900}, color_scheme="dark")
-    try:
-        tab = context.new_page()
-        context.route(_is_external, lambda route: route.abort())
-        tab.goto(f"{base_url}/{page}", wait_until="networkidle")
-        target = _redirect_target(page)
-        if target is not None:
-            tab.wait_for_url(f"{base_url}/{target}", wait_until="networkidle", timeout=10_000)
-        try:  # the theme's script turns its "auto" mode into the system's colour scheme, at times after networkidle
-            tab.wait_for_function("() => ['dark', 'light'].includes(document.documentElement.dataset.theme)",
-                                  timeout=10_000)
-        except PlaywrightTimeout:
-            pass  # the test reports the theme it found
-        return tab.evaluate(_DARK_JS)
-    finally:
-        context.close()
-
-
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
 def test_dark_mode_keeps_tables_cards_and_figures_readable(page, browser, base_url):
-    """With the reader's system in dark mode the book turns dark, every text of its tables, ledger cards, boxes
+    """At 390 px with the reader's system in dark mode the book turns dark, every text of its tables, ledger cards, boxes
     and cell outputs keeps WCAG AA contrast (4.5:1) with what is behind it, and every figure sits on a light,
     undimmed paper (the drawings are black on white)."""
     if page == "<no book>":
         _missing("no built book")
-    dark = _visit_dark(browser, base_url, page)
+    dark = _visit(browser, base_url, page, "phone")["dark"]
     assert dark["theme"] == "dark", f"{page}: the theme ignored the system's dark mode ({dark['theme']})"
     assert not dark["low"], f"{page}: {dark['n_low']} of {dark['checked']} texts below 4.5:1, e.g. {dark['low']}"
     dim = [p for p in dark["pictures"] if p["behind"] < 0.8 or p["filter"] not in ("none", "")]
