@@ -13,7 +13,9 @@
   sentence as its alt text (instead of a hashed file name) and links to its full-size file
   (click to enlarge).
 * **Phones and dark mode.** ``static/joma-site.css``: long inline code wraps, wide tables and
-  display equations scroll inside the column, figures keep a white paper in dark mode.
+  display equations scroll inside the column; in dark mode (the theme follows the reader's system setting)
+  figures keep a white paper, and tables, ledger cards and HTML outputs keep the page's dark background and
+  text colour (WCAG AA contrast, checked by tests/test_browser.py).
 
 Enabled in ``_config.yml`` under ``sphinx: local_extensions:`` (``sphinx_site: _ext``).
 """

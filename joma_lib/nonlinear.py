@@ -205,3 +205,20 @@ def decayed_trajectories(mixture: ClusterMixture, v0: object, t_eval: object, bi
         return decayed_update(v, bias, mixture, weight_decay, activation)
 
     return integrate_autonomous(rhs, v0, t_eval, rtol=1e-8, atol=1e-10)
+
+
+def decayed_jacobian(v: object, bias: float, mixture: ClusterMixture, weight_decay: float,
+                     activation: str = "relu", step: float = 1e-6) -> np.ndarray:
+    """The Jacobian ``d(dv/dt)/dv`` of :func:`decayed_update` at one state ``v`` (shape (d,)), by central differences.
+
+    At a resting point its eigenvalues say what kind of rest it is: all real parts negative, stable (every small
+    push dies out); one positive, a saddle (a push along its eigenvector grows).
+    """
+    v = as_finite_array("v", v, min_ndim=1)
+    if v.ndim != 1 or v.size != mixture.centres.shape[1]:
+        raise ValueError(f"v must have shape ({mixture.centres.shape[1]},), got {v.shape}")
+    h = check_float("step", step, 0, 1e-2, low_open=True)
+    pushes = h * np.eye(v.size)
+    columns = decayed_update(v + pushes, bias, mixture, weight_decay, activation) \
+        - decayed_update(v - pushes, bias, mixture, weight_decay, activation)
+    return columns.T / (2 * h)

@@ -4,8 +4,9 @@ Needs the built book (``JOMA_BOOK_HTML``, default ``_build/html``; CI builds it 
 ``chromium`` Debian package and the ``playwright`` Python package (``.ci/browser_setup.sh``
 installs both; Playwright never downloads a browser here).
 
-Every page of the book is loaded from a static server on 127.0.0.1 at a desktop (1280 px) and a
-phone (390 px) width, and checked for: JavaScript errors in the console, requests to any other host,
+Every page of the book is loaded from a static server on 127.0.0.1 at a desktop (1280 px) width in light
+mode and a phone (390 px) width with the system in dark mode (which the theme follows: the contrast of its
+tables, cards and figures is checked there), and checked for: JavaScript errors in the console, requests to any other host,
 horizontal overflow, and empty outputs (a cell output or plot of no height, e.g. a widget with no
 widget manager, or an image that did not load). On the pages with a kernel-free explorer, the
 explorer is also driven from ``file://`` (no server): moving a slider and clicking a button must
@@ -216,11 +217,16 @@ def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, Any]
     """Load one page at one width, once, and collect what every check of that page and width looks at.
 
     Keys: the CHECKS (lists of problems), ``transfer`` (every file the page loaded -> its gzip size), and the
-    facts of _PAGE_FACTS_JS and _LEDGER_JS (``ledger``: None where the page has no ledger table).
+    facts of _PAGE_FACTS_JS and _LEDGER_JS (``ledger``: None where the page has no ledger table). The phone
+    visit is made with the system in dark mode (``color_scheme``), which the theme follows, so every phone check
+    runs in dark mode too; ``dark`` holds the facts of _DARK_JS there (None at desktop width, in light mode).
     """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     findings: dict[str, Any] = {check: [] for check in CHECKS}
     loaded: list[str] = []
-    context = browser.new_context(viewport={"width": WIDTHS[width], "height": 900})
+    scheme = "dark" if width == "phone" else "light"
+    context = browser.new_context(viewport={"width": WIDTHS[width], "height": 900}, color_scheme=scheme)
     try:
         tab = context.new_page()
         tab.on("console", lambda msg: msg.type == "error" and findings["console"].append(msg.text))
@@ -244,6 +250,14 @@ def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, Any]
         findings["empty"] = tab.evaluate(_EMPTY_OUTPUTS_JS)
         findings.update(tab.evaluate(_PAGE_FACTS_JS))
         findings["ledger"] = tab.evaluate(_LEDGER_JS)
+        findings["dark"] = None
+        if scheme == "dark":
+            try:  # the theme turns its "auto" mode into the system's colour scheme, at times after networkidle
+                tab.wait_for_function("() => ['dark', 'light'].includes(document.documentElement.dataset.theme)",
+                                      timeout=10_000)
+            except PlaywrightTimeout:
+                pass  # test_dark_mode_... reports the theme it found
+            findings["dark"] = tab.evaluate(_DARK_JS)
     finally:
         context.close()
     files = {url: _local_file(url) for url in dict.fromkeys(loaded) if not _is_external(url)}
@@ -586,6 +600,66 @@ def test_claims_ledger_reads_without_scrolling(width, browser, base_url):
     assert not wrapped, f"claim ids broken inside words: {wrapped[:5]}"
     raw = [t for t in ledger["links"] if re.fullmatch(r"(c-)?[a-z0-9]+(-[a-z0-9]+)+", t)]
     assert not raw, f"links read as internal ids, not titles: {raw[:5]}"
+
+
+# --- dark mode: the theme follows the reader's system setting ------------------------------------------------
+
+# In the page, in dark mode: the contrast of every piece of text in the article's tables (the ledger's table and
+# cards, the cells' output tables) and boxes against what is painted behind it (backgrounds composited up the tree,
+# WCAG 2 relative luminance), and what is behind each figure's picture.
+_DARK_JS = """() => {
+  const parse = s => { const m = /rgba?\\(([^)]*)\\)/.exec(s || ''); if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+  const behind = el => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let colour = [255, 255, 255, 1];  // the canvas, if nothing is opaque
+    for (const layer of layers.reverse()) colour = over(layer, colour);
+    return colour;
+  };
+  const luminance = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const contrast = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const low = [];
+  let checked = 0;
+  const boxes = document.querySelectorAll('.bd-article table, .bd-article div.admonition, .bd-article div.cell_output');
+  const seen = new Set();
+  boxes.forEach(box => box.querySelectorAll('*').forEach(el => {
+    if (seen.has(el) || el.closest('mjx-container, svg, .plotly-graph-div, details:not([open])')) return;
+    seen.add(el);
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length || getComputedStyle(el).visibility === 'hidden') return;
+    const bg = behind(el), fg = over(parse(getComputedStyle(el).color), bg);
+    const ratio = contrast(fg, bg);
+    checked += 1;
+    if (ratio < 4.5) low.push(`${el.tagName.toLowerCase()}.${String(el.className).slice(0, 30)} ` +
+                              `"${el.textContent.trim().slice(0, 30)}": ${ratio.toFixed(2)}:1`);
+  }));
+  const pictures = [...document.querySelectorAll('.bd-article figure img, .bd-article div.cell_output img')]
+    .filter(img => img.getClientRects().length)
+    .map(img => ({src: img.currentSrc.split('/').pop().slice(0, 40), behind: luminance(behind(img)),
+                  filter: getComputedStyle(img).filter}));
+  return {theme: document.documentElement.dataset.theme, checked: checked, low: low.slice(0, 10),
+          n_low: low.length, pictures: pictures};
+}"""
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
+def test_dark_mode_keeps_tables_cards_and_figures_readable(page, browser, base_url):
+    """At 390 px with the reader's system in dark mode the book turns dark, every text of its tables, ledger cards, boxes
+    and cell outputs keeps WCAG AA contrast (4.5:1) with what is behind it, and every figure sits on a light,
+    undimmed paper (the drawings are black on white)."""
+    if page == "<no book>":
+        _missing("no built book")
+    dark = _visit(browser, base_url, page, "phone")["dark"]
+    assert dark["theme"] == "dark", f"{page}: the theme ignored the system's dark mode ({dark['theme']})"
+    assert not dark["low"], f"{page}: {dark['n_low']} of {dark['checked']} texts below 4.5:1, e.g. {dark['low']}"
+    dim = [p for p in dark["pictures"] if p["behind"] < 0.8 or p["filter"] not in ("none", "")]
+    assert not dim, f"{page}: figures on a dark or dimmed paper: {dim[:5]}"
 
 
 TEXT_ONLY_LIMIT = 1_500_000  # bytes, gzip

@@ -8,7 +8,7 @@ import pytest
 
 from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget, modified_mlp_widget
 
-IDS = ("fig4", "c-fig4-variants", "c-thm4-rates", "c-thm3-relu")
+IDS = ("fig4", "c-fig4-variants", "c-thm4-rates", "c-thm3-relu", "c-thm3-portrait")
 
 
 @pytest.mark.parametrize("fig_id", IDS)
@@ -76,3 +76,34 @@ def test_relu_data(figures_by_id):
     d = figures_by_id["c-thm3-relu"]
     assert np.all(np.abs(d["closed"] - d["mc"]) < 4.5 * d["mc_stderr"] + 1e-12)
     assert (d["cos_relu"][-1] > 0.99).sum() >= 3 and d["cos_linear"][-1].max() < 0.7
+
+
+def _rest_point(start):
+    """A zero of the 2-D toy's update (c-thm3-portrait's setting), found by Newton's method from ``start``."""
+    from scipy.optimize import fsolve
+
+    from joma_lib.nonlinear import decayed_update, two_cluster_mixture
+
+    two = two_cluster_mixture(0.2)
+    return fsolve(lambda v: decayed_update(v, -0.6, two, 0.5), start, xtol=1e-13)
+
+
+def test_the_mixed_rest_point_is_stable_and_a_saddle_would_fail_the_claim(figures_by_id):
+    from joma_lib.kit import get_spec
+    from joma_lib.nonlinear import decayed_jacobian, two_cluster_mixture
+
+    d = figures_by_id["c-thm3-portrait"]
+    claim = {c.claim_id: c for c in get_spec("c-thm3-portrait").claims}["thm3-decay-mixed-rest-stable"]
+    np.testing.assert_allclose(d["mixed_rest"], _rest_point([0.9, 0.9]), atol=1e-6)  # a true resting point
+    assert claim.evaluate(d)[1] == "holds"
+    saddle = _rest_point([0.7, 1.0])   # the toy's own saddle between the mixed point and a centre
+    eig = np.sort(np.linalg.eigvals(decayed_jacobian(saddle, -0.6, two_cluster_mixture(0.2), 0.5)).real)
+    assert eig[0] < 0 < eig[1]
+    assert claim.evaluate({**d, "mixed_eigenvalues": eig})[1] == "fails"
+
+
+def test_the_mixed_rest_point_has_a_basin_around_the_diagonal(figures_by_id):
+    d = figures_by_id["c-thm3-portrait"]
+    basin = d["arc_angles"][d["arc_mixed"] == 1]
+    assert basin.size > 1 and np.all(np.diff(basin) == 1.0)    # one unbroken arc ...
+    assert basin.min() < 45 < basin.max() and basin.min() + basin.max() == 90  # ... symmetric about 45 degrees

@@ -7,6 +7,7 @@ import pytest
 
 from joma_lib.nonlinear import (
     ClusterMixture,
+    decayed_jacobian,
     decayed_trajectories,
     decayed_update,
     expected_linear_update,
@@ -110,3 +111,20 @@ def test_decayed_update_rejects_bad_parameters(kwargs, match):
         decayed_update(np.ones(2), args["bias"], two_cluster_mixture(), args["weight_decay"], args["activation"])
     with pytest.raises(ValueError, match="v0"):
         decayed_trajectories(two_cluster_mixture(), np.ones((2, 3)), [0.0, 1.0])
+
+
+def test_jacobian_of_a_linear_node_is_minus_the_weight_decay():
+    two = two_cluster_mixture(0.2)
+    np.testing.assert_allclose(decayed_jacobian([0.7, 0.2], -0.6, two, 0.5, "linear"), -0.5 * np.eye(2), atol=1e-8)
+
+
+def test_jacobian_matches_the_update_along_a_small_push():
+    two = two_cluster_mixture(0.2)
+    v, push = np.array([0.9, 0.7]), np.array([1e-4, -2e-4])
+    change = (decayed_update(v + push, -0.6, two, 0.5) - decayed_update(v - push, -0.6, two, 0.5)) / 2
+    np.testing.assert_allclose(decayed_jacobian(v, -0.6, two, 0.5) @ push, change, rtol=1e-4, atol=1e-10)
+
+
+def test_jacobian_rejects_a_batch_of_states():
+    with pytest.raises(ValueError, match=r"v must have shape \(2,\)"):
+        decayed_jacobian(np.ones((3, 2)), -0.6, two_cluster_mixture(0.2), 0.5)

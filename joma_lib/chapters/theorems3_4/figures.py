@@ -147,7 +147,7 @@ def make_rates(mu: tuple[float, ...] = THEOREM4_MU, v0: float = 0.0, n_times: in
 
 
 def plot_rates(data: FigureData) -> Figure:
-    """(a) v_j(t); (b) log10 delta_j = -u_j / ln 10; (c) u_j/u_k against exp((mu_j^2 - mu_k^2)/2)."""
+    """(a) v_j(t); (b) log10 delta_j = -omega_j / ln 10; (c) omega_j/omega_j' against exp((mu_j^2 - mu_j'^2)/2)."""
     fig = Figure(figsize=(8.8, 3.4), layout="constrained")
     axes = fig.subplots(1, 3)
     t, mu = data["t"], data["mu"]
@@ -160,9 +160,9 @@ def plot_rates(data: FigureData) -> Figure:
     axes[0].legend(fontsize=9)
     axes[1].set_xscale("log")
     axes[1].set_ylabel(r"$\log_{10}\delta_j(t),\ \delta_j = 1 - v_j/\mu_j$")
-    axes[1].set_title("far below float64's range, kept exact via $u = \\ln 1/\\delta$", fontsize=9)
+    axes[1].set_title("far below float64's range, kept exact via $\\omega = \\ln 1/\\delta$", fontsize=9)
     for i, (j, k) in enumerate(data["pairs"]):
-        axes[2].plot(t, data["ratios"][:, i], color=f"C{i + 3}", label=rf"$u_{j}/u_{k}$")
+        axes[2].plot(t, data["ratios"][:, i], color=f"C{i + 3}", label=rf"$\omega_{j}/\omega_{k}$")
         axes[2].axhline(data["ratio_limits"][i], color=f"C{i + 3}", ls="--", lw=0.8,
                         label=rf"$e^{{(\mu_{j}^2-\mu_{k}^2)/2}}$ = {data['ratio_limits'][i]:.4f}")
     axes[2].set_xscale("log")

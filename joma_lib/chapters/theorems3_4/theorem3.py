@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import Claim, FigureData
 from joma_lib.nonlinear import (
+    decayed_jacobian,
     decayed_trajectories,
     decayed_update,
     expected_relu_update,
@@ -63,8 +64,8 @@ def plot_relu(data: FigureData) -> Figure:
     ax.errorbar(data["closed"].ravel(), data["mc"].ravel(), yerr=3 * data["mc_stderr"].ravel(), fmt="o", ms=3)
     lim = np.abs(data["closed"]).max() * 1.1
     ax.plot([-lim, lim], [-lim, lim], "k:", lw=1)
-    ax.set_xlabel(r"closed form $\sum_c a_c(\Phi(k_c)\bar x_c+\sigma\varphi(k_c)\hat v)$")
-    ax.set_ylabel(r"Monte Carlo $E[g\,1[v^\top x+b>0]\,x]$")
+    ax.set_xlabel(r"closed form $\sum_c a_c(\Phi(\kappa_c)\bar x_c+\nu\varphi(\kappa_c)\hat v)$")
+    ax.set_ylabel(r"Monte Carlo $E[g\,1[v^\top x+\beta>0]\,x]$")
     ax.set_title("expected ReLU update (all components)", fontsize=9)
     ax = axes[1]
     ax.plot(data["t"], data["cos_relu"], "C3", lw=1)
@@ -99,6 +100,10 @@ def make_portrait(sigma: float = 0.2, bias: float = -0.6, weight_decay: float = 
     (T, n_starts, 2): trajectories from starts on the arc of radius 1.2 in the positive quadrant; ``final_relu``,
     ``final_linear`` (n_starts, 2) their end points; ``final_speed`` the largest ``|dv/dt|`` at the end points
     (ReLU); ``cos_relu`` the cosine of each ReLU end point with its nearest centre; ``centres`` (2, 2).
+    ``mixed_rest`` (2,): where the ReLU node started on the diagonal rests (the symmetric, mixed resting point);
+    ``mixed_eigenvalues`` (2,): the real parts of the eigenvalues of the update's Jacobian there, smallest first;
+    ``arc_angles`` (n_arc,): start angles in degrees on the same arc, ``arc_mixed`` (n_arc,): 1 where the ReLU
+    node started there rests at the mixed point (cosine with the nearest centre <= 0.99), else 0: its basin.
     """
     mixture = two_cluster_mixture(sigma)
     n_grid = check_int("n_grid", n_grid, 3, 200)
@@ -116,6 +121,15 @@ def make_portrait(sigma: float = 0.2, bias: float = -0.6, weight_decay: float = 
         out[f"final_{act}"] = traj[-1]
     out["final_speed"] = np.array(np.abs(decayed_update(out["final_relu"], bias, mixture, weight_decay)).max())
     out["cos_relu"] = nearest_centre(out["final_relu"], mixture)[1]
+    diagonal = np.full((1, 2), 1.2 / np.sqrt(2.0))
+    mixed = decayed_trajectories(mixture, diagonal, t, bias, weight_decay)[-1, 0]
+    out["mixed_rest"] = mixed
+    out["mixed_eigenvalues"] = np.sort(np.linalg.eigvals(decayed_jacobian(mixed, bias, mixture, weight_decay)).real)
+    arc = np.arange(3.0, 88.0, 1.0)
+    arc_starts = 1.2 * np.stack([np.cos(np.radians(arc)), np.sin(np.radians(arc))], axis=1)
+    arc_ends = decayed_trajectories(mixture, arc_starts, t, bias, weight_decay)[-1]
+    out["arc_angles"] = arc
+    out["arc_mixed"] = (nearest_centre(arc_ends, mixture)[1] <= 0.99).astype(float)
     return out
 
 
@@ -166,4 +180,8 @@ PORTRAIT_CLAIMS = (
           lambda d: float((d["cos_relu"] > 0.99).sum()), ">=", 8.0, kind="companion", threshold_set="after-data",
           threshold_note="the count of 8 was set in the commit that made its data (3253119), so the history cannot "
                          "show it came first; the value is 8 of 9"),
+    Claim("thm3-decay-mixed-rest-stable", "Theorem 3 (reconstruction)",
+          "ReLU node with weight decay: the symmetric mixed resting point is stable (not a saddle), largest real "
+          "part of the eigenvalues of the update's Jacobian there",
+          lambda d: float(np.max(d["mixed_eigenvalues"])), "<", 0.0, kind="companion", threshold_set="before-data"),
 )
