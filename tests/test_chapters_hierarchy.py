@@ -77,3 +77,47 @@ def test_cooccurrence_widget_follows_its_controls() -> None:
     explorer.controls["rho"].value = 0.5
     explorer.controls["channel"].value = list(explorer.controls["channel"].options)[1]  # inheritance: rho^H
     assert f"{0.5 ** 2:.4f}" in explorer.status.value
+
+
+def _paper_run(trained_like: str, tmp_path) -> dict:
+    """A synthetic stored run of the full configuration, read back by ``c-table1-paper``: at initialisation and
+    on shuffled labels the diagonal scores sit near 0.5; the trained ones near 0.9 (``right``), or equal to those
+    of the untrained network (``init``) or of the control (``control``), seed noise 0.02."""
+    from joma_lib.chapters.hierarchy.table1_paper import make_table1_paper
+    from joma_lib.table1.runs import CONFIGS, Table1Result, save_result
+
+    config = CONFIGS["full"]
+    rng = np.random.default_rng(0)
+    shape = (len(config.settings), len(config.seeds), config.n_layers, 3)
+    init, control = 0.5 + 0.02 * rng.standard_normal(shape), 0.5 + 0.02 * rng.standard_normal(shape)
+    trained = {"right": 0.9 + 0.02 * rng.standard_normal(shape), "init": init, "control": control}[trained_like]
+    losses = np.ones(shape[:2])
+    result = Table1Result(config.settings, config.seeds, trained, init, control, losses, losses, init, control)
+    save_result(result, tmp_path / "run.npz", config)
+    return make_table1_paper(str(tmp_path / "run.npz"))
+
+
+@pytest.mark.parametrize("trained_like", ["right", "init", "control"])
+def test_paper_scale_claims_tell_a_trained_network_from_its_controls(trained_like, tmp_path) -> None:
+    from joma_lib.kit.claims import evaluate_figure
+
+    verdicts = {row.claim_id: row.verdict for row in evaluate_figure("c-table1-paper", _paper_run(trained_like, tmp_path))}
+    assert len(verdicts) == 4
+    # an untrained network, or one trained on shuffled labels, scores like both controls: every claim fails
+    assert set(verdicts.values()) == {"holds" if trained_like == "right" else "fails"}, verdicts
+
+
+def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(tmp_path) -> None:
+    import json
+
+    from joma_lib.chapters.hierarchy.table1_paper import WAITING, make_table1_paper
+    from joma_lib.kit.claims import figure_results
+
+    rows = figure_results("c-table1-paper", lambda _: make_table1_paper(str(tmp_path / "missing.npz")))
+    assert [row.verdict for row in rows] == ["not-run"] * 4 and all(WAITING in row.reason for row in rows)
+    _paper_run("right", tmp_path)
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    manifest["config"]["d_model"] = 32
+    (tmp_path / "run.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="not made with the full configuration"):
+        make_table1_paper(str(tmp_path / "run.npz"))

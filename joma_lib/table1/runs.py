@@ -5,13 +5,14 @@ shuffled labels (:func:`run_table1`), the result as a table (:class:`Table1Resul
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from joma_lib.io import atomic_path
+from joma_lib.io import atomic_paths
 from joma_lib.multilayer import Setting, Table1Config, train_and_score
 
 PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size=32, lr=3e-3, n_test=1024,
@@ -37,6 +38,19 @@ CONFIGS: dict[str, Table1Config] = {
 WIDE_RESULTS_FILE = Path(__file__).parents[1] / "lm" / "results" / "table1-wide.npz"
 """The stored run of the ``wide`` configuration (``python -m joma_lib.table1 --config wide --device cpu --save
 <this file>``), read back by the figure ``c-table1-wide``."""
+
+
+PAPER_RESULTS_FILE = Path(__file__).parent / "results" / "table1-paper.npz"
+"""The stored run of the ``full`` configuration, the paper's (``python -m joma_lib.table1 --config full --stack
+--device cuda --save <this file>``), with its manifest beside it (``.json``: :func:`config_record`), read back by
+the figure ``c-table1-paper``."""
+
+
+def config_record(config: Table1Config) -> dict[str, Any]:
+    """What defines a run's numbers, as JSON: every field of ``config`` except the CPU thread count."""
+    record = asdict(config)
+    del record["cpu_threads"]
+    return json.loads(json.dumps(record))  # tuples as lists, as they read back
 
 
 @dataclass(frozen=True)
@@ -104,11 +118,15 @@ def run_table1(config: Table1Config, device: str | None = None, progress: bool =
                         final_loss_control, change, change_control)
 
 
-def save_result(result: Table1Result, path: Path) -> None:
-    """Write :meth:`Table1Result.arrays` to ``path`` (npz) atomically: a complete file or none."""
+def save_result(result: Table1Result, path: Path, config: Table1Config | None = None) -> None:
+    """Write :meth:`Table1Result.arrays` to ``path`` (npz) atomically: a complete file or none. With ``config``,
+    its :func:`config_record` goes beside it (``path`` with suffix ``.json``), written together with the npz."""
     if path.suffix != ".npz":
         raise ValueError(f"path must end in .npz, got {str(path)!r}")
     arrays: dict[str, Any] = result.arrays()  # Any: numpy's stub types savez's keywords as allow_pickle
-    with atomic_path(path) as tmp:
-        with tmp.open("wb") as handle:
+    paths = [path] if config is None else [path, path.with_suffix(".json")]
+    with atomic_paths(paths) as tmps:
+        with tmps[0].open("wb") as handle:
             np.savez(handle, **arrays)
+        if config is not None:
+            tmps[1].write_text(json.dumps({"config": config_record(config)}, indent=1) + "\n")
