@@ -207,9 +207,9 @@ def change_alignment_matrix(before: Sequence[np.ndarray], after: Sequence[np.nda
     return _alignment_of([a - b for b, a in zip(before, after)], test, min_corr)
 
 
-def _setup(config: Table1Config, n_combinations: int, level_sizes: tuple[int, ...], seed: int,
+def setup_run(config: Table1Config, n_combinations: int, level_sizes: tuple[int, ...], seed: int,
            dev: torch.device) -> tuple[CombinationHierarchy, HierarchySample, HierarchyTransformer]:
-    """The data generator, the test sequences and the initial network of one (setting, seed)."""
+    """The data generator, the test sequences and the initial network (on ``dev``) of one (setting, seed)."""
     seed = check_int("seed", seed, 0, 2**31 - 1)
     if config.n_layers < len(level_sizes):
         raise ValueError(f"n_layers must be >= len(level_sizes) = {len(level_sizes)}, got {config.n_layers}")
@@ -227,7 +227,7 @@ def score_at_init(config: Table1Config, n_combinations: int, level_sizes: tuple[
     """The alignment matrix of the untrained network of one (setting, seed): no training, any width."""
     dev = resolve_device(device)
     with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
-        _, test, model = _setup(config, n_combinations, level_sizes, seed, dev)
+        _, test, model = setup_run(config, n_combinations, level_sizes, seed, dev)
         return alignment_matrix(model, test, config.min_corr, dev)
 
 
@@ -258,7 +258,7 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
     rng = np.random.default_rng(seed)
     shuffler = np.random.default_rng((seed, 2))
     with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
-        data, test, model = _setup(config, n_combinations, level_sizes, seed, dev)
+        data, test, model = setup_run(config, n_combinations, level_sizes, seed, dev)
         pooled_init = pooled_hiddens(model, test, dev)
         scores_init = _alignment_of(pooled_init, test, config.min_corr)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -278,7 +278,12 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
             loss.backward()
             optimizer.step()
             losses[step] = loss.item()
-        pooled = pooled_hiddens(model, test, dev)
-        scores = _alignment_of(pooled, test, config.min_corr)
-        scores_change = change_alignment_matrix(pooled_init, pooled, test, config.min_corr)
+        scores, scores_change = trained_scores(model, test, pooled_init, config.min_corr, dev)
     return RunResult(scores, scores_init, losses, scores_change)
+
+
+def trained_scores(model: HierarchyTransformer, test: HierarchySample, pooled_init: Sequence[np.ndarray],
+                   min_corr: float, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
+    """A trained network's alignment matrix and that of the change from its initial pooled activations."""
+    pooled = pooled_hiddens(model, test, device)
+    return _alignment_of(pooled, test, min_corr), change_alignment_matrix(pooled_init, pooled, test, min_corr)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from joma_lib.multilayer import Table1Config
 from joma_lib.table1.cli import main
+from joma_lib.table1.runs import CONFIGS
 
 
 def test_command_line_runs_and_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
@@ -18,4 +20,31 @@ def test_command_line_runs_and_rejects_bad_arguments(capsys: pytest.CaptureFixtu
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_stacked_command_line_stops_resumes_and_saves(capsys: pytest.CaptureFixture[str], tmp_path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = Table1Config(d_model=8, d_hidden=16, steps=3, batch_size=8, n_test=32, cpu_threads=1,
+                        settings=((2, (10, 20)),), seeds=(1,))
+    monkeypatch.setitem(CONFIGS, "tiny", tiny)
+    argv = ["--config", "tiny", "--device", "cpu", "--no-progress", "--stack",
+            "--out", str(tmp_path / "run"), "--every", "1"]
+    assert main(argv + ["--stop-at", "2"]) == 0
+    assert "stopped after 2 of 3 steps" in capsys.readouterr().out
+    assert main(argv + ["--save", str(tmp_path / "table.npz")]) == 0
+    assert "L0 trained" in capsys.readouterr().out
+    assert (tmp_path / "table.npz").exists() and (tmp_path / "table.json").exists()
+    for extra, message in [(["--every", "0"], "--every must be an integer in [1, "),
+                           (["--stop-at", "4"], "--stop-at must be an integer in [1, 3]"),
+                           (["--init-only", "x.json"], "--stack trains; --init-only does not")]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv + extra)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+    for argv_bad, message in [(["--out", str(tmp_path)], "--out needs --stack"),
+                              (["--stack", "--stop-at", "2"], "--stop-at needs --out"),
+                              (["--stack", "--out", str(tmp_path / "table.npz")], "--out must be a folder")]:
+        with pytest.raises(SystemExit):
+            main(argv_bad)
         assert message in capsys.readouterr().err

@@ -6,6 +6,11 @@
     python -m joma_lib.table1 --config quick|full --device auto|cpu|cuda --seeds 1 2 3
     python -m joma_lib.table1 --explore [NAME ...]        # the configuration search (resumable)
     python -m joma_lib.table1 --config full --seeds 1 --init-only FILE   # untrained scores at any width
+    python -m joma_lib.table1 --config full --stack --device cuda --out DIR [--every 1000] [--save FILE]
+
+``--stack`` trains every run as one stacked model (:mod:`joma_lib.table1.stacked_run`); with ``--out DIR`` it
+checkpoints every ``--every`` steps into DIR, a second call resumes there, and a finished DIR is read back.
+``--stop-at N`` stops after N steps (checkpointed), to be resumed.
 """
 
 from __future__ import annotations
@@ -17,11 +22,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from joma_lib.device import DEVICE_CHOICES, resolve_device
-from joma_lib.io import atomic_path
+from joma_lib.io import atomic_path, writable_dir
 from joma_lib.multilayer import score_at_init
 from joma_lib.table1.exploration import EXPLORATION_FILE, EXPLORED, explore, select_configuration
 from joma_lib.table1.runs import CONFIGS, run_table1, save_result
-from joma_lib.validation import check_choice
+from joma_lib.table1.stacked_run import run_table1_stacked
+from joma_lib.validation import check_choice, check_int
+
+EVERY = 1000
+"""Default steps between two checkpoints of a stacked run (``--every``)."""
 
 DESCRIPTION = "Paper Table 1: do the hidden MLP neurons of layer k of a Transformer align with latents of level k?"
 
@@ -42,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "alignment matrices to FILE (json)")
     parser.add_argument("--save", metavar="FILE", default=None,
                         help="also save the whole result (Table1Result.arrays) to FILE (npz), written atomically")
+    parser.add_argument("--stack", action="store_true", help="train every run as one stacked model")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="with --stack: checkpoint into DIR, resume from it, read a finished DIR back")
+    parser.add_argument("--every", default=None, help=f"with --out: steps between checkpoints (default {EVERY})")
+    parser.add_argument("--stop-at", default=None, metavar="N",
+                        help="with --out: stop after N steps (checkpointed), to resume later")
     args = parser.parse_args(argv)
     if args.explore is not None:
         try:
@@ -59,6 +74,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = resolve_device(args.device)
         if args.save is not None and not args.save.endswith(".npz"):
             raise ValueError(f"--save must name an .npz file, got {args.save!r}")
+        every = EVERY if args.every is None else check_int("--every", _int_or_text(args.every), 1, 10**7)
+        stop_at = None if args.stop_at is None else check_int("--stop-at", _int_or_text(args.stop_at), 1, config.steps)
+        for flag, value in (("--out", args.out), ("--every", args.every), ("--stop-at", stop_at)):
+            if value is not None and not args.stack:
+                raise ValueError(f"{flag} needs --stack")
+        if stop_at is not None and args.out is None:
+            raise ValueError("--stop-at needs --out: the folder to resume from")
+        if args.stack and args.init_only is not None:
+            raise ValueError("--stack trains; --init-only does not: give one of them")
+        out = None if args.out is None else writable_dir(args.out, "--out")
     except ValueError as err:
         parser.error(str(err))
     if args.init_only is not None:
@@ -69,10 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(cells))
         return 0
     print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
-    result = run_table1(config, device=device.type, progress=not args.no_progress)
+    if args.stack:
+        outcome = run_table1_stacked(config, device.type, out, every, stop_at, progress=not args.no_progress)
+        if outcome is None:
+            print(f"stopped after {stop_at} of {config.steps} steps; the checkpoint is in {out}: run again to resume")
+            return 0
+        result = outcome.result
+    else:
+        result = run_table1(config, device=device.type, progress=not args.no_progress)
     print(result.format())
     if args.save is not None:
-        save_result(result, Path(args.save))
+        save_result(result, Path(args.save), config)
     return 0
 
 
@@ -81,3 +113,11 @@ def _parse_int(name: str, text: str) -> int:
         return int(text)
     except ValueError:
         raise ValueError(f"{name} must be integers, got {text!r}") from None
+
+
+def _int_or_text(text: str) -> int | str:
+    """``text`` as an int where it is one, else unchanged (for a range check that names the flag)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text

@@ -6,6 +6,7 @@ shuffled labels (:func:`run_table1`), the result as a table (:class:`Table1Resul
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from joma_lib.io import atomic_paths
-from joma_lib.multilayer import Setting, Table1Config, train_and_score
+from joma_lib.multilayer import RunResult, Setting, Table1Config, train_and_score
 
 PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size=32, lr=3e-3, n_test=1024,
                                  cpu_threads=1, seeds=(1, 2, 3))
@@ -98,22 +99,35 @@ def seed_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
 
 def run_table1(config: Table1Config, device: str | None = None, progress: bool = False) -> Table1Result:
     """Train and score every (setting, seed) of ``config``, with real and with shuffled labels: the whole Table 1."""
-    n_levels = {len(sizes) + 1 for _, sizes in config.settings}
-    if len(n_levels) != 1:
-        raise ValueError(f"all settings must have the same number of latent levels, got {sorted(n_levels)}")
+    n_levels(config)
+    return table_of(config, {(i, j, shuffled): train_and_score(config, n_comb, sizes, seed, device, progress,
+                                                               shuffle_labels=shuffled)
+                             for i, (n_comb, sizes) in enumerate(config.settings)
+                             for j, seed in enumerate(config.seeds) for shuffled in (False, True)})
+
+
+def n_levels(config: Table1Config) -> int:
+    """The number of latent levels scored (classes included), the same for every setting or a ValueError."""
+    levels = {len(sizes) + 1 for _, sizes in config.settings}
+    if len(levels) != 1:
+        raise ValueError(f"all settings must have the same number of latent levels, got {sorted(levels)}")
+    return levels.pop()
+
+
+def table_of(config: Table1Config, runs: Mapping[tuple[int, int, bool], RunResult]) -> Table1Result:
+    """The table of ``runs[setting index, seed index, shuffled labels]``; the final loss is the mean over the last
+    10% of steps."""
     n_steps_tail = max(1, config.steps // 10)
-    shape = (len(config.settings), len(config.seeds), config.n_layers, n_levels.pop())
+    shape = (len(config.settings), len(config.seeds), config.n_layers, n_levels(config))
     scores, scores_init, scores_control = np.empty(shape), np.empty(shape), np.empty(shape)
     change, change_control = np.empty(shape), np.empty(shape)
     final_loss, final_loss_control = np.empty(shape[:2]), np.empty(shape[:2])
-    for i, (n_comb, sizes) in enumerate(config.settings):
-        for j, seed in enumerate(config.seeds):
-            run = train_and_score(config, n_comb, sizes, seed, device, progress)
-            control = train_and_score(config, n_comb, sizes, seed, device, progress, shuffle_labels=True)
-            scores[i, j], scores_init[i, j], scores_control[i, j] = run.scores, run.scores_init, control.scores
-            change[i, j], change_control[i, j] = run.scores_change, control.scores_change
-            final_loss[i, j] = run.losses[-n_steps_tail:].mean()
-            final_loss_control[i, j] = control.losses[-n_steps_tail:].mean()
+    for i, j in np.ndindex(*shape[:2]):
+        run, control = runs[i, j, False], runs[i, j, True]
+        scores[i, j], scores_init[i, j], scores_control[i, j] = run.scores, run.scores_init, control.scores
+        change[i, j], change_control[i, j] = run.scores_change, control.scores_change
+        final_loss[i, j] = run.losses[-n_steps_tail:].mean()
+        final_loss_control[i, j] = control.losses[-n_steps_tail:].mean()
     return Table1Result(config.settings, config.seeds, scores, scores_init, scores_control, final_loss,
                         final_loss_control, change, change_control)
 
@@ -130,3 +144,13 @@ def save_result(result: Table1Result, path: Path, config: Table1Config | None = 
             np.savez(handle, **arrays)
         if config is not None:
             tmps[1].write_text(json.dumps({"config": config_record(config)}, indent=1) + "\n")
+
+
+def load_result(path: Path) -> Table1Result:
+    """The :class:`Table1Result` that :func:`save_result` wrote to ``path``."""
+    with np.load(path, allow_pickle=False) as npz:
+        a = {key: npz[key] for key in npz.files}
+    settings = tuple((int(n), tuple(int(s) for s in sizes)) for n, sizes in zip(a["n_combinations"], a["level_sizes"]))
+    return Table1Result(settings, tuple(int(seed) for seed in a["seeds"]), a["scores"], a["scores_init"],
+                        a["scores_control"], a["final_loss"], a["final_loss_control"], a["scores_change"],
+                        a["scores_change_control"])

@@ -1,0 +1,169 @@
+"""Table 1 trained stacked (:mod:`joma_lib.table1.stacked`), with checkpoints: :func:`run_table1_stacked`.
+
+With an output folder the stack is saved every ``every`` steps, atomically (:data:`CHECKPOINT`: the stacked
+parameters, the Adam state, every run's generator states and losses so far); a later call with the same folder
+resumes from it and ends with the numbers of an uninterrupted run. A finished folder holds the result
+(:data:`RESULT`, with its configuration manifest, and every run's losses) and is read back, not trained again.
+A folder of another configuration is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from joma_lib.device import pinned_threads, resolve_device
+from joma_lib.io import atomic_path
+from joma_lib.multilayer import RunResult, Table1Config, alignment_matrix, pooled_hiddens, setup_run, trained_scores
+from joma_lib.table1.runs import Table1Result, config_record, load_result, n_levels, save_result, table_of
+from joma_lib.table1.stacked import (
+    LabelStream,
+    Run,
+    chunk_bounds,
+    stack_parameters,
+    stack_runs,
+    stacked_losses,
+    token_tables,
+    unstack,
+)
+from joma_lib.validation import check_int
+
+CHECKPOINT = "checkpoint.pt"
+RESULT = "table1.npz"
+LOSSES = "losses.npy"
+CHUNK_STEPS = 100
+"""Steps whose labels are drawn at a time, ahead of the training (:meth:`LabelStream.chunks`)."""
+
+
+class StackedOutcome(NamedTuple):
+    """The table and every run's training loss per step, ``losses[run, step]`` (runs as :func:`stack_runs`)."""
+
+    result: Table1Result
+    losses: np.ndarray
+
+
+def run_table1_stacked(config: Table1Config, device: str | None = None, out: Path | None = None,
+                       every: int = 1000, stop_at: int | None = None, progress: bool = False) -> StackedOutcome | None:
+    """Train every run of ``config``'s table as one stacked model and score each run as
+    :func:`~joma_lib.table1.runs.run_table1` does. With ``out`` (a folder): checkpoint every ``every`` steps,
+    resume from its checkpoint, read a finished folder back. ``stop_at``: stop (after checkpointing) once that
+    many steps are done; returns None then."""
+    every = check_int("every", every, 1, 10**7)
+    stop = config.steps if stop_at is None else check_int("stop_at", stop_at, 1, config.steps)
+    dev = resolve_device(device)
+    n_levels(config)
+    runs = stack_runs(config)
+    if out is not None and (out / RESULT).exists():
+        return _read_finished(out, config)
+    with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
+        params = stack_parameters([setup_run(config, *run.setting, run.seed, dev)[2] for run in runs])
+        optimizer = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay)
+        losses = torch.zeros(len(runs), config.steps, device=dev)
+        start, states = 0, None
+        if out is not None and (out / CHECKPOINT).exists():
+            start, states = _resume(out / CHECKPOINT, config, runs, params, optimizer, losses)
+        stream = LabelStream(runs, config.n_class, config.batch_size, states)
+        tables = token_tables(config, runs, dev)
+        run_index = torch.arange(len(runs), device=dev)[:, None]
+        bounds = chunk_bounds(start, stop, CHUNK_STEPS, every)
+        bar = _progress(progress, start, config.steps)
+        for chunk in stream.chunks(bounds):
+            draws, targets = torch.from_numpy(chunk.draws).to(dev), torch.from_numpy(chunk.targets).to(dev)
+            for k in range(len(draws)):
+                loss = stacked_losses(params, tables[run_index, draws[k]], targets[k], config.n_layers)
+                optimizer.zero_grad(set_to_none=True)
+                loss.sum().backward()
+                optimizer.step()
+                losses[:, chunk.start + k] = loss.detach()
+            end = chunk.start + len(draws)
+            if bar is not None:
+                bar.update(len(draws))
+            if out is not None and (end % every == 0 or end == stop) and end < config.steps:
+                _save_checkpoint(out / CHECKPOINT, config, runs, params, optimizer, losses[:, :end], end, chunk.states)
+        if bar is not None:
+            bar.close()
+        if stop < config.steps:
+            return None
+        outcome = StackedOutcome(_score(config, runs, params, losses.cpu().double().numpy(), dev),
+                                 losses.cpu().double().numpy())
+    if out is not None:
+        _save_finished(out, config, outcome)
+    return outcome
+
+
+def _score(config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor], losses: np.ndarray,
+           dev: torch.device) -> Table1Result:
+    """Every run scored on its own network, as the unstacked run scores it: at initialisation, trained, and the
+    change."""
+    results = {}
+    for r, run in enumerate(runs):
+        _, test, model = setup_run(config, *run.setting, run.seed, dev)
+        pooled_init = pooled_hiddens(model, test, dev)
+        scores_init = alignment_matrix(model, test, config.min_corr, dev)
+        scores, change = trained_scores(unstack(params, r, model), test, pooled_init, config.min_corr, dev)
+        results[run.i_setting, run.i_seed, run.shuffled] = RunResult(scores, scores_init, losses[r], change)
+    return table_of(config, results)
+
+
+def _identity(config: Table1Config, runs: list[Run]) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: the configuration and the runs of the stack."""
+    return {"config": config_record(config),
+            "runs": [[run.i_setting, run.i_seed, run.seed, run.shuffled] for run in runs]}
+
+
+def _save_checkpoint(path: Path, config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor],
+                     optimizer: torch.optim.Optimizer, losses: torch.Tensor, step: int,
+                     states: list[dict[str, Any]]) -> None:
+    """The stack after ``step`` steps, written atomically (a complete file or the previous one)."""
+    state = {"identity": json.dumps(_identity(config, runs)), "step": step,
+             "params": {name: p.detach().cpu() for name, p in params.items()},
+             "optimizer": optimizer.state_dict(), "losses": losses.cpu(), "rng_states": json.dumps(states)}
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def _resume(path: Path, config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor],
+            optimizer: torch.optim.Optimizer, losses: torch.Tensor) -> tuple[int, list[dict[str, Any]]]:
+    """Load the checkpoint at ``path`` into the stack; its step and generator states. Refuses one of another
+    configuration."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    identity = json.loads(state["identity"])
+    if identity != _identity(config, runs):
+        raise ValueError(f"{path} is a checkpoint of other settings ({identity['config']}), not of "
+                         f"{config_record(config)}; use another --out folder or remove this one")
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(state["params"][name])
+        losses[:, :state["step"]] = state["losses"]
+    optimizer.load_state_dict(state["optimizer"])
+    return int(state["step"]), json.loads(state["rng_states"])
+
+
+def _save_finished(out: Path, config: Table1Config, outcome: StackedOutcome) -> None:
+    """The result (with its manifest) and the losses; then the checkpoint is no longer needed."""
+    with atomic_path(out / LOSSES) as tmp:
+        with tmp.open("wb") as handle:
+            np.save(handle, outcome.losses)
+    save_result(outcome.result, out / RESULT, config)
+    (out / CHECKPOINT).unlink(missing_ok=True)
+
+
+def _read_finished(out: Path, config: Table1Config) -> StackedOutcome:
+    """A finished folder read back; one of another configuration is refused."""
+    manifest = json.loads((out / RESULT).with_suffix(".json").read_text())
+    if manifest.get("config") != config_record(config):
+        raise ValueError(f"{out} holds a finished run of other settings ({manifest.get('config')}), not of "
+                         f"{config_record(config)}; use another --out folder")
+    return StackedOutcome(load_result(out / RESULT), np.load(out / LOSSES, allow_pickle=False))
+
+
+def _progress(progress: bool, start: int, total: int) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc="Table 1, stacked", leave=False)
