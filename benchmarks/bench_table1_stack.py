@@ -14,6 +14,12 @@ label streams take per stacked step (drawn in a background thread during trainin
 
     python benchmarks/bench_table1_stack.py --config quick --device cpu --runs 8 --threads 1
     python benchmarks/bench_table1_stack.py --config full --device cuda           # the paper's scale, all 40 runs
+
+``--spread`` measures instead how far the numbers move with the summation order alone, at a configuration small
+enough to train whole (``check``): every run trained alone, on the CPU with 1 and with 2 threads (or on the GPU),
+against the stack. The tolerances of ``tests/test_table1_stacked.py`` come from it.
+
+    python benchmarks/bench_table1_stack.py --spread --config check --device cpu|cuda
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +39,10 @@ from torch.nn import functional as F
 
 from joma_lib.device import pinned_threads, resolve_device
 from joma_lib.kit.benchmarks import machine
-from joma_lib.multilayer import Table1Config, setup_run
-from joma_lib.table1.runs import CONFIGS
+from joma_lib.multilayer import RunResult, Table1Config, setup_run
+from joma_lib.table1.runs import CONFIGS, RunKey, train_runs
 from joma_lib.table1.stacked import LabelStream, stack_parameters, stack_runs, stacked_losses, token_tables
+from joma_lib.table1.stacked_run import run_results, run_table1_stacked
 from joma_lib.validation import check_choice, check_int
 
 
@@ -109,6 +117,27 @@ def stacked_steps(config: Table1Config, n_runs: int, device: torch.device
     return bmm_step, vmap_step, lambda: stream.draw(0, 1)
 
 
+def spread(a: Mapping[RunKey, RunResult], b: Mapping[RunKey, RunResult]) -> dict[str, float]:
+    """How far two trainings of the same runs differ: the largest loss difference over steps and runs, and the
+    median, largest and share above 1e-4 of the differences of the scores (trained and change)."""
+    loss = max(float(np.abs(a[key].losses - b[key].losses).max()) for key in a)
+    scores = np.concatenate([np.abs(getattr(a[key], name) - getattr(b[key], name)).ravel()
+                             for key in a for name in ("scores", "scores_change")])
+    return {"loss_max": loss, "score_median": float(np.median(scores)), "score_max": float(scores.max()),
+            "score_jumps": float((scores > 1e-4).mean())}
+
+
+def measure_spread(config: Table1Config, device: torch.device) -> dict[str, dict[str, float]]:
+    """:func:`spread` between runs trained alone with 1 and 2 CPU threads (CPU only) and between alone and stacked."""
+    alone = train_runs(config, device.type)
+    stacked = run_table1_stacked(config, device.type)
+    assert stacked is not None
+    found = {"alone vs stacked": spread(alone, run_results(config, stacked))}
+    if device.type == "cpu":
+        found["1 vs 2 threads"] = spread(alone, train_runs(replace(config, cpu_threads=2), "cpu"))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="quick", help=f"one of {sorted(CONFIGS)} (default quick)")
@@ -117,6 +146,7 @@ def main() -> None:
     parser.add_argument("--steps", default="10", help="timed steps (default 10)")
     parser.add_argument("--threads", default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE")
+    parser.add_argument("--spread", action="store_true", help="measure the spread of the numbers instead")
     args = parser.parse_args()
     try:
         config = CONFIGS[check_choice("config", args.config, sorted(CONFIGS))]
@@ -127,6 +157,13 @@ def main() -> None:
         device = resolve_device(args.device)
     except ValueError as err:
         parser.error(str(err))
+    if args.spread:
+        found = measure_spread(config, device)
+        for name, numbers in found.items():
+            print(f"{args.config} on {device}, {name}: " + ", ".join(f"{k} {v:.2e}" for k, v in numbers.items()))
+        if args.json is not None:
+            Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "spread": found}))
+        return
     with pinned_threads(threads if device.type == "cpu" else None):
         rows = {"unstacked": (timed(unstacked_step(config, device), steps, device), 1)}
         bmm_step, vmap_step, draw = stacked_steps(config, n_runs, device)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from joma_lib.multilayer import Table1Config
 from joma_lib.table1.cli import main
-from joma_lib.table1.runs import CONFIGS
 
 
 def test_command_line_runs_and_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
@@ -23,12 +21,8 @@ def test_command_line_runs_and_rejects_bad_arguments(capsys: pytest.CaptureFixtu
         assert message in capsys.readouterr().err
 
 
-def test_stacked_command_line_stops_resumes_and_saves(capsys: pytest.CaptureFixture[str], tmp_path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    tiny = Table1Config(d_model=8, d_hidden=16, steps=3, batch_size=8, n_test=32, cpu_threads=1,
-                        settings=((2, (10, 20)),), seeds=(1,))
-    monkeypatch.setitem(CONFIGS, "tiny", tiny)
-    argv = ["--config", "tiny", "--device", "cpu", "--no-progress", "--stack",
+def test_stacked_command_line_stops_resumes_and_saves(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    argv = ["--config", "check", "--steps", "3", "--seeds", "1", "--device", "cpu", "--no-progress", "--stack",
             "--out", str(tmp_path / "run"), "--every", "1"]
     assert main(argv + ["--stop-at", "2"]) == 0
     assert "stopped after 2 of 3 steps" in capsys.readouterr().out

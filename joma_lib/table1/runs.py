@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from joma_lib.io import atomic_paths
-from joma_lib.multilayer import RunResult, Setting, Table1Config, train_and_score
+from joma_lib.multilayer import TABLE1_SETTINGS, RunResult, Setting, Table1Config, train_and_score
 
 PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size=32, lr=3e-3, n_test=1024,
                                  cpu_threads=1, seeds=(1, 2, 3))
@@ -33,6 +33,10 @@ CONFIGS: dict[str, Table1Config] = {
     # Scaled down for 2 CPU cores (about 40 s of CPU time for the whole table): width 32 instead of 1024,
     # 300 Adam steps of 32 sequences at lr 3e-3 instead of 10k steps of 128 at 1e-4, 3 seeds, one thread.
     "quick": PAPER_DATA_QUICK,
+    # A check of the machinery, not of the paper (stacked against unstacked, checkpoints, a GPU's first run):
+    # 2 settings x 2 seeds x real/shuffled labels at width 16, 20 steps; seconds on a CPU, scores meaningless.
+    "check": Table1Config(d_model=16, d_hidden=64, steps=20, batch_size=16, lr=3e-3, n_test=64, cpu_threads=1,
+                          settings=TABLE1_SETTINGS[::2], seeds=(1, 2)),
 }
 
 
@@ -100,10 +104,18 @@ def seed_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
 def run_table1(config: Table1Config, device: str | None = None, progress: bool = False) -> Table1Result:
     """Train and score every (setting, seed) of ``config``, with real and with shuffled labels: the whole Table 1."""
     n_levels(config)
-    return table_of(config, {(i, j, shuffled): train_and_score(config, n_comb, sizes, seed, device, progress,
-                                                               shuffle_labels=shuffled)
-                             for i, (n_comb, sizes) in enumerate(config.settings)
-                             for j, seed in enumerate(config.seeds) for shuffled in (False, True)})
+    return table_of(config, train_runs(config, device, progress))
+
+
+RunKey = tuple[int, int, bool]
+"""A run of the table: (setting index, seed index, shuffled labels)."""
+
+
+def train_runs(config: Table1Config, device: str | None = None, progress: bool = False) -> dict[RunKey, RunResult]:
+    """Every run of the table trained alone (:func:`~joma_lib.multilayer.train_and_score`), by :data:`RunKey`."""
+    return {(i, j, shuffled): train_and_score(config, n_comb, sizes, seed, device, progress, shuffle_labels=shuffled)
+            for i, (n_comb, sizes) in enumerate(config.settings)
+            for j, seed in enumerate(config.seeds) for shuffled in (False, True)}
 
 
 def n_levels(config: Table1Config) -> int:
@@ -114,7 +126,7 @@ def n_levels(config: Table1Config) -> int:
     return levels.pop()
 
 
-def table_of(config: Table1Config, runs: Mapping[tuple[int, int, bool], RunResult]) -> Table1Result:
+def table_of(config: Table1Config, runs: Mapping[RunKey, RunResult]) -> Table1Result:
     """The table of ``runs[setting index, seed index, shuffled labels]``; the final loss is the mean over the last
     10% of steps."""
     n_steps_tail = max(1, config.steps // 10)

@@ -19,7 +19,15 @@ import torch
 from joma_lib.device import pinned_threads, resolve_device
 from joma_lib.io import atomic_path
 from joma_lib.multilayer import RunResult, Table1Config, alignment_matrix, pooled_hiddens, setup_run, trained_scores
-from joma_lib.table1.runs import Table1Result, config_record, load_result, n_levels, save_result, table_of
+from joma_lib.table1.runs import (
+    RunKey,
+    Table1Result,
+    config_record,
+    load_result,
+    n_levels,
+    save_result,
+    table_of,
+)
 from joma_lib.table1.stacked import (
     LabelStream,
     Run,
@@ -107,6 +115,16 @@ def _score(config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor
         scores, change = trained_scores(unstack(params, r, model), test, pooled_init, config.min_corr, dev)
         results[run.i_setting, run.i_seed, run.shuffled] = RunResult(scores, scores_init, losses[r], change)
     return table_of(config, results)
+
+
+def run_results(config: Table1Config, outcome: StackedOutcome) -> dict[RunKey, RunResult]:
+    """Every run of a stacked outcome on its own, as :func:`~joma_lib.table1.runs.train_runs` gives them."""
+    t = outcome.result
+    return {(run.i_setting, run.i_seed, run.shuffled): RunResult(
+        (t.scores_control if run.shuffled else t.scores)[run.i_setting, run.i_seed],
+        t.scores_init[run.i_setting, run.i_seed], outcome.losses[r],
+        (t.scores_change_control if run.shuffled else t.scores_change)[run.i_setting, run.i_seed])
+        for r, run in enumerate(stack_runs(config))}
 
 
 def _identity(config: Table1Config, runs: list[Run]) -> dict[str, Any]:
