@@ -6,11 +6,13 @@
     python -m joma_lib.table1 --config quick|full --device auto|cpu|cuda --seeds 1 2 3
     python -m joma_lib.table1 --explore [NAME ...]        # the configuration search (resumable)
     python -m joma_lib.table1 --config full --seeds 1 --init-only FILE   # untrained scores at any width
-    python -m joma_lib.table1 --config full --stack --device cuda --out DIR [--every 1000] [--save FILE]
+    python -m joma_lib.table1 --config full --stack --device cuda --out DIR [--every 1000] [--stack-size K]
+                              [--stop-after N] [--save FILE]
 
-``--stack`` trains every run as one stacked model (:mod:`joma_lib.table1.stacked_run`); with ``--out DIR`` it
-checkpoints every ``--every`` steps into DIR, a second call resumes there, and a finished DIR is read back.
-``--stop-at N`` stops after N steps (checkpointed), to be resumed.
+``--stack`` trains the runs stacked (:mod:`joma_lib.table1.stacked_run`), ``--stack-size`` runs to a stack (default
+all of them in one); with ``--out DIR`` each stack checkpoints every ``--every`` steps into DIR, a second call
+resumes there (a finished stack is kept as a small file, so another machine goes on with the next), and a finished
+DIR is read back. ``--stop-after N`` stops once the call has trained N steps (checkpointed), to be resumed.
 """
 
 from __future__ import annotations
@@ -55,8 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="with --stack: checkpoint into DIR, resume from it, read a finished DIR back")
     parser.add_argument("--every", default=None, help=f"with --out: steps between checkpoints (default {EVERY})")
-    parser.add_argument("--stop-at", default=None, metavar="N",
-                        help="with --out: stop after N steps (checkpointed), to resume later")
+    parser.add_argument("--stop-after", default=None, metavar="N",
+                        help="with --out: stop once this call has trained N steps (checkpointed), to resume later")
+    parser.add_argument("--stack-size", default=None, metavar="K",
+                        help="with --stack: runs per stack, trained one stack after the other (default all)")
     args = parser.parse_args(argv)
     if args.explore is not None:
         try:
@@ -75,12 +79,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.save is not None and not args.save.endswith(".npz"):
             raise ValueError(f"--save must name an .npz file, got {args.save!r}")
         every = EVERY if args.every is None else check_int("--every", _int_or_text(args.every), 1, 10**7)
-        stop_at = None if args.stop_at is None else check_int("--stop-at", _int_or_text(args.stop_at), 1, config.steps)
-        for flag, value in (("--out", args.out), ("--every", args.every), ("--stop-at", stop_at)):
+        n_runs = 2 * len(config.settings) * len(config.seeds)
+        stop_after = None if args.stop_after is None else check_int("--stop-after", _int_or_text(args.stop_after), 1,
+                                                                    config.steps * n_runs)
+        stack_size = None if args.stack_size is None else check_int("--stack-size", _int_or_text(args.stack_size),
+                                                                    1, n_runs)
+        for flag, value in (("--out", args.out), ("--every", args.every), ("--stop-after", stop_after),
+                            ("--stack-size", stack_size)):
             if value is not None and not args.stack:
                 raise ValueError(f"{flag} needs --stack")
-        if stop_at is not None and args.out is None:
-            raise ValueError("--stop-at needs --out: the folder to resume from")
+        if stop_after is not None and args.out is None:
+            raise ValueError("--stop-after needs --out: the folder to resume from")
         if args.stack and args.init_only is not None:
             raise ValueError("--stack trains; --init-only does not: give one of them")
         out = None if args.out is None else writable_dir(args.out, "--out")
@@ -95,9 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
     if args.stack:
-        outcome = run_table1_stacked(config, device.type, out, every, stop_at, progress=not args.no_progress)
+        outcome = run_table1_stacked(config, device.type, out, every, stop_after, not args.no_progress, stack_size)
         if outcome is None:
-            print(f"stopped after {stop_at} of {config.steps} steps; the checkpoint is in {out}: run again to resume")
+            print(f"stopped after {stop_after} steps; the checkpoint is in {out}: run again to resume")
             return 0
         result = outcome.result
     else:
