@@ -37,9 +37,9 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
-from joma_lib.device import pinned_threads, resolve_device
+from joma_lib.device import resolve_device
 from joma_lib.kit.benchmarks import machine
-from joma_lib.multilayer import RunResult, Table1Config, setup_run
+from joma_lib.multilayer import RunResult, Table1Config, numerics, setup_run
 from joma_lib.table1.runs import CONFIGS, RunKey, train_runs
 from joma_lib.table1.stacked import LabelStream, stack_parameters, stack_runs, stacked_losses, token_tables
 from joma_lib.table1.stacked_run import run_results, run_table1_stacked
@@ -144,9 +144,10 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
     parser.add_argument("--runs", default=None, help="runs to stack (default: all of the configuration)")
     parser.add_argument("--steps", default="10", help="timed steps (default 10)")
-    parser.add_argument("--threads", default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--threads", default=None, help="torch CPU threads (default: the configuration's)")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE")
     parser.add_argument("--spread", action="store_true", help="measure the spread of the numbers instead")
+    parser.add_argument("--tf32", action="store_true", help="float32 matrix products in TF32 (CUDA only)")
     args = parser.parse_args()
     try:
         config = CONFIGS[check_choice("config", args.config, sorted(CONFIGS))]
@@ -155,6 +156,7 @@ def main() -> None:
         steps = check_int("steps", int(args.steps), 1, 10_000)
         threads = None if args.threads is None else check_int("threads", int(args.threads), 1, 1024)
         device = resolve_device(args.device)
+        config = replace(config, tf32=args.tf32, cpu_threads=config.cpu_threads if threads is None else threads)
     except ValueError as err:
         parser.error(str(err))
     if args.spread:
@@ -164,14 +166,15 @@ def main() -> None:
         if args.json is not None:
             Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "spread": found}))
         return
-    with pinned_threads(threads if device.type == "cpu" else None):
+    with numerics(config, device):
         rows = {"unstacked": (timed(unstacked_step(config, device), steps, device), 1)}
         bmm_step, vmap_step, draw = stacked_steps(config, n_runs, device)
         rows["stacked (bmm)"] = (timed(bmm_step, steps, device), n_runs)
         rows["stacked (vmap)"] = (timed(vmap_step, steps, device), n_runs)
         drawing = timed(draw, steps, torch.device("cpu"))
         n_threads = torch.get_num_threads()
-    print(f"Table 1 --config {args.config} on {device} ({machine().get('gpu', machine()['cpu'])}), "
+    print(f"Table 1 --config {args.config}{' --tf32' if args.tf32 else ''} on {device} "
+          f"({machine().get('gpu', machine()['cpu'])}), "
           f"{n_threads} threads, {n_runs} of {total} runs stacked, median of {steps} steps")
     print(f"{'method':<16} {'step ms':>10} {'per run-step ms':>16} {'speed-up':>9} {'whole table':>12}")
     per_run = {name: seconds / runs for name, (seconds, runs) in rows.items()}

@@ -59,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--every", default=None, help=f"with --out: steps between checkpoints (default {EVERY})")
     parser.add_argument("--stop-after", default=None, metavar="N",
                         help="with --out: stop once this call has trained N steps (checkpointed), to resume later")
+    parser.add_argument("--tf32", action="store_true",
+                        help="on a CUDA device: float32 matrix products in TF32 (recorded with the result)")
     parser.add_argument("--stack-size", default=None, metavar="K",
                         help="with --stack: runs per stack, trained one stack after the other (default all)")
     args = parser.parse_args(argv)
@@ -76,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.steps is not None:
             config = replace(config, steps=_parse_int("steps", args.steps))
         device = resolve_device(args.device)
+        if args.tf32:
+            if device.type != "cuda":
+                raise ValueError(f"--tf32 needs a CUDA device (--device cuda), got {device.type}")
+            config = replace(config, tf32=True)
         if args.save is not None and not args.save.endswith(".npz"):
             raise ValueError(f"--save must name an .npz file, got {args.save!r}")
         every = EVERY if args.every is None else check_int("--every", _int_or_text(args.every), 1, 10**7)

@@ -19,9 +19,17 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from joma_lib.device import pinned_threads, resolve_device
+from joma_lib.device import resolve_device
 from joma_lib.io import atomic_path, write_npz
-from joma_lib.multilayer import RunResult, Table1Config, alignment_matrix, pooled_hiddens, setup_run, trained_scores
+from joma_lib.multilayer import (
+    RunResult,
+    Table1Config,
+    alignment_matrix,
+    numerics,
+    pooled_hiddens,
+    setup_run,
+    trained_scores,
+)
 from joma_lib.table1.runs import (
     RunKey,
     Table1Result,
@@ -86,7 +94,7 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
     if out is not None and (out / RESULT).exists():
         return _read_finished(out, config)
     results: dict[RunKey, RunResult] = {}
-    with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
+    with numerics(config, dev):
         for number, first in enumerate(range(0, len(runs), size)):
             stack = runs[first:first + size]
             if out is not None and stack_result_path(out, number).exists():

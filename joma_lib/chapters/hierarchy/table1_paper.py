@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,17 +33,19 @@ the trained score must exceed the control's by this many pooled seed standard de
 
 def make_table1_paper(path: str = str(PAPER_RESULTS_FILE)) -> FigureData:
     """Data of ``c-table1-paper``: :func:`~joma_lib.chapters.hierarchy.table1.stored_table1` of the stored ``full``
-    run and ``available`` true; only ``available`` false while the file is missing. A file whose manifest
-    (``.json``) names another configuration is a :class:`ValueError`."""
+    run, ``available`` true and ``tf32`` (whether its float32 matrix products ran in TF32, from its manifest); only
+    ``available`` false while the file is missing. A file whose manifest (``.json``) names another configuration
+    is a :class:`ValueError`."""
     npz = Path(path)
     if not npz.exists():
         return {"available": np.array(False)}
     manifest = json.loads(npz.with_suffix(".json").read_text())
-    if manifest.get("config") != config_record(CONFIGS["full"]):
+    full = [config_record(replace(CONFIGS["full"], tf32=tf32)) for tf32 in (False, True)]
+    if manifest.get("config") not in full:
         raise ValueError(f"{npz} was not made with the full configuration: its manifest says "
-                         f"{manifest.get('config')}, expected {config_record(CONFIGS['full'])}")
+                         f"{manifest.get('config')}, expected {full[0]} (tf32 true or false)")
     data = stored_table1(npz, "full")
-    data["available"] = np.array(True)
+    data["available"], data["tf32"] = np.array(True), np.array(manifest["config"]["tf32"])
     return data
 
 
