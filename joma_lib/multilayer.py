@@ -104,13 +104,13 @@ class Table1Config:
 def numerics(config: Table1Config, device: torch.device) -> Iterator[None]:
     """Run the block with the configuration's numerics: its thread count on the CPU, and on a GPU float32 matrix
     products in TF32 where ``config.tf32``, in full float32 otherwise (whatever the caller had set; restored after)."""
-    before = torch.backends.cuda.matmul.fp32_precision
+    before = torch.backends.cuda.matmul.allow_tf32  # the API joma_lib.lm.precision sets too: never mix the two
     with pinned_threads(config.cpu_threads if device.type == "cpu" else None):
-        torch.backends.cuda.matmul.fp32_precision = "tf32" if config.tf32 else "ieee"
+        torch.backends.cuda.matmul.allow_tf32 = config.tf32
         try:
             yield
         finally:
-            torch.backends.cuda.matmul.fp32_precision = before
+            torch.backends.cuda.matmul.allow_tf32 = before
 
 
 class Block(nn.Module):
