@@ -46,19 +46,21 @@ from joma_lib.table1.stacked_run import run_results, run_table1_stacked
 from joma_lib.validation import check_choice, check_int
 
 
-def timed(step: Callable[[], object], steps: int, device: torch.device) -> float:
-    """Median seconds of ``step`` over ``steps`` calls after two warm-up calls."""
-    times = []
+def timed(steps_by_name: Mapping[str, Callable[[], object]], steps: int, device: torch.device) -> dict[str, float]:
+    """Median seconds of each step over ``steps`` calls after two warm-up calls, the methods taking turns (one call
+    of each per round), so that a shared machine's changing load falls on all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in steps_by_name}
     for k in range(steps + 2):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if k >= 2:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, step in steps_by_name.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if k >= 2:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(found) for name, found in times.items()}
 
 
 def unstacked_step(config: Table1Config, device: torch.device) -> Callable[[], object]:
@@ -167,11 +169,11 @@ def main() -> None:
             Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "spread": found}))
         return
     with numerics(config, device):
-        rows = {"unstacked": (timed(unstacked_step(config, device), steps, device), 1)}
         bmm_step, vmap_step, draw = stacked_steps(config, n_runs, device)
-        rows["stacked (bmm)"] = (timed(bmm_step, steps, device), n_runs)
-        rows["stacked (vmap)"] = (timed(vmap_step, steps, device), n_runs)
-        drawing = timed(draw, steps, torch.device("cpu"))
+        seconds = timed({"unstacked": unstacked_step(config, device), "stacked (bmm)": bmm_step,
+                         "stacked (vmap)": vmap_step}, steps, device)
+        rows = {name: (seconds[name], 1 if name == "unstacked" else n_runs) for name in seconds}
+        drawing = timed({"draw": draw}, steps, torch.device("cpu"))["draw"]
         n_threads = torch.get_num_threads()
     print(f"Table 1 --config {args.config}{' --tf32' if args.tf32 else ''} on {device} "
           f"({machine().get('gpu', machine()['cpu'])}), "

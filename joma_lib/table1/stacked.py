@@ -14,13 +14,15 @@ looked up on the device. The labels come from each run's own numpy stream, one `
 ``permutation``) call per step exactly as unstacked, since a single call for many steps would not draw the same
 numbers; they are drawn ahead, a chunk of steps at a time, in a background thread (:class:`LabelStream`).
 
-The engine: hand-written batched products (``torch.baddbmm``/``bmm``) rather than ``torch.func`` (``vmap`` over
-``functional_call`` of :class:`~joma_lib.multilayer.HierarchyTransformer`). Measured with
-``benchmarks/bench_table1_stack.py --device cpu --runs 8 --threads 1`` on the shared 2-core CPU (load average
-about 5, so +-20%), per run-step against one unstacked run: at width 32 (``quick``) 15.6 ms (bmm) and 20.8 ms
-(vmap) against 26.4 ms; at width 128 (``wide``, compute-bound) 179 ms and 167 ms against 166 ms, the same within
-the noise. Where the step is bound by dispatch, as on a GPU, the batched products are the faster; where it is
-bound by arithmetic both lower to the same batched kernels. They also need no functional copy of the module's
+The engine: hand-written batched products (``torch.baddbmm``/``bmm``, the embedding as one lookup in the flattened
+tables) rather than ``torch.func`` (``vmap`` over ``functional_call`` of
+:class:`~joma_lib.multilayer.HierarchyTransformer`). Measured with ``benchmarks/bench_table1_stack.py --device cpu
+--threads 1`` (the methods taking turns, median of 20-30 steps) on the shared 2-core CPU, time per run-step against
+one run alone: at width 16 (``check``, 8 runs, bound by dispatch) bmm 2.6x faster, vmap 2.2x; at width 32
+(``quick``, 24 runs) bmm 1.29x, vmap 1.20x, and with 8 runs 0.92x and 0.97x; at width 128 (``wide``, 4 runs, bound
+by arithmetic) 0.99x and 0.95x. So on a CPU stacking gains only where dispatch dominates, the two engines are within
+the machine's noise elsewhere, and bmm is never the slower by more than that noise. Dispatch is what a GPU step
+is bound by, where the batched products have the edge; and they need no functional copy of the module's
 parameters: the optimiser works on plain tensors that a checkpoint saves as they are.
 """
 
@@ -89,9 +91,10 @@ def stacked_logits(params: dict[str, torch.Tensor], tokens: torch.Tensor, n_laye
     """:class:`~joma_lib.multilayer.HierarchyTransformer`'s class logits for every run: ``tokens`` ``(R, B, T)``
     -> ``(R, B, n_class)``; the same layers (attention, residual, LayerNorm, ReLU MLP, residual, LayerNorm)."""
     R, B, T = tokens.shape
-    embedding = params["embedding.weight"]
-    x = embedding[torch.arange(R, device=tokens.device)[:, None], tokens.reshape(R, B * T)]  # (R, B*T, D)
-    D = x.shape[-1]
+    embedding = params["embedding.weight"]  # (R, V, D): run r's token t is row r V + t of the flattened table
+    V, D = embedding.shape[1:]
+    offsets = V * torch.arange(R, device=tokens.device)[:, None]
+    x = F.embedding(tokens.reshape(R, B * T) + offsets, embedding.reshape(R * V, D))  # (R, B*T, D)
     mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
     for layer in range(n_layers):
         block = f"blocks.{layer}"
