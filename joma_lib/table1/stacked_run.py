@@ -93,6 +93,9 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
     n_levels(config)
     if out is not None and (out / RESULT).exists():
         return _read_finished(out, config)
+    if out is not None:  # a checkpoint's temporary file left by a killed call (each as large as a checkpoint)
+        for stale in out.glob(".stack-*.pt.*"):
+            stale.unlink()
     results: dict[RunKey, RunResult] = {}
     with numerics(config, dev):
         for number, first in enumerate(range(0, len(runs), size)):
