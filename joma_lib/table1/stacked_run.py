@@ -103,6 +103,8 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
             if out is not None and stack_result_path(out, number).exists():
                 results.update(_read_stack(stack_result_path(out, number), config, stack))
                 continue
+            if budget == 0:
+                return None
             trained, used = _train_stack(config, stack, dev, None if out is None else checkpoint_path(out, number),
                                          every, budget, progress)
             if trained is None:
