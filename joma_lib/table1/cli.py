@@ -94,8 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                             ("--stack-size", stack_size)):
             if value is not None and not args.stack:
                 raise ValueError(f"{flag} needs --stack")
-        if stop_after is not None and args.out is None:
-            raise ValueError("--stop-after needs --out: the folder to resume from")
+        for flag, value in (("--stop-after", stop_after), ("--every", args.every)):
+            if value is not None and args.out is None:
+                raise ValueError(f"{flag} needs --out: the folder of the checkpoints")
         if args.stack and args.init_only is not None:
             raise ValueError("--stack trains; --init-only does not: give one of them")
         out = None if args.out is None else writable_dir(args.out, "--out")
