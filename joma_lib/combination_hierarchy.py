@@ -91,7 +91,11 @@ class CombinationHierarchy:
     def sample(self, n: int, rng: np.random.Generator) -> HierarchySample:
         """Draw ``n`` sequences: label, top-down activation, sorted left-padded leaves."""
         n = check_int("n", n, 1, 10**7)
-        labels = rng.integers(self.n_class, size=n)
+        return self.of_labels(rng.integers(self.n_class, size=n))
+
+    def of_labels(self, labels: np.ndarray) -> HierarchySample:
+        """The sequences of the given class labels: each row is a function of its label alone (no randomness)."""
+        n = len(labels)
         on = np.eye(self.n_class, dtype=bool)[labels]
         active = [on]
         for k in range(len(self.level_sizes) - 1, -1, -1):

@@ -25,7 +25,8 @@ The named configurations and the whole table are in :mod:`joma_lib.table1.runs`,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -65,6 +66,7 @@ class Table1Config:
     n_test: int = 1280
     min_corr: float = 0.01
     cpu_threads: int | None = None  # torch threads while training on the CPU; None keeps torch's setting
+    tf32: bool = False  # float32 matrix products on a GPU in TF32 (tensor cores); False: full float32 (IEEE)
     settings: tuple[Setting, ...] = TABLE1_SETTINGS
     seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
 
@@ -83,6 +85,8 @@ class Table1Config:
         check_float("min_corr", self.min_corr, -1.0, 1.0)
         if self.cpu_threads is not None:
             check_int("cpu_threads", self.cpu_threads, 1, 1024)
+        if not isinstance(self.tf32, bool):
+            raise ValueError(f"tf32 must be True or False, got {self.tf32!r}")
         if not self.seeds:
             raise ValueError("seeds must name at least one seed")
         for seed in self.seeds:
@@ -94,6 +98,19 @@ class Table1Config:
             if self.n_layers < len(sizes):
                 raise ValueError(f"n_layers must be >= the number of latent levels scored ({len(sizes)}), "
                                  f"got {self.n_layers}")
+
+
+@contextmanager
+def numerics(config: Table1Config, device: torch.device) -> Iterator[None]:
+    """Run the block with the configuration's numerics: its thread count on the CPU, and on a GPU float32 matrix
+    products in TF32 where ``config.tf32``, in full float32 otherwise (whatever the caller had set; restored after)."""
+    before = torch.backends.cuda.matmul.allow_tf32  # the API joma_lib.lm.precision sets too: never mix the two
+    with pinned_threads(config.cpu_threads if device.type == "cpu" else None):
+        torch.backends.cuda.matmul.allow_tf32 = config.tf32
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
 
 
 class Block(nn.Module):
@@ -207,9 +224,9 @@ def change_alignment_matrix(before: Sequence[np.ndarray], after: Sequence[np.nda
     return _alignment_of([a - b for b, a in zip(before, after)], test, min_corr)
 
 
-def _setup(config: Table1Config, n_combinations: int, level_sizes: tuple[int, ...], seed: int,
+def setup_run(config: Table1Config, n_combinations: int, level_sizes: tuple[int, ...], seed: int,
            dev: torch.device) -> tuple[CombinationHierarchy, HierarchySample, HierarchyTransformer]:
-    """The data generator, the test sequences and the initial network of one (setting, seed)."""
+    """The data generator, the test sequences and the initial network (on ``dev``) of one (setting, seed)."""
     seed = check_int("seed", seed, 0, 2**31 - 1)
     if config.n_layers < len(level_sizes):
         raise ValueError(f"n_layers must be >= len(level_sizes) = {len(level_sizes)}, got {config.n_layers}")
@@ -226,8 +243,8 @@ def score_at_init(config: Table1Config, n_combinations: int, level_sizes: tuple[
                   device: str | None = None) -> np.ndarray:
     """The alignment matrix of the untrained network of one (setting, seed): no training, any width."""
     dev = resolve_device(device)
-    with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
-        _, test, model = _setup(config, n_combinations, level_sizes, seed, dev)
+    with numerics(config, dev):
+        _, test, model = setup_run(config, n_combinations, level_sizes, seed, dev)
         return alignment_matrix(model, test, config.min_corr, dev)
 
 
@@ -257,8 +274,8 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
     dev = resolve_device(device)
     rng = np.random.default_rng(seed)
     shuffler = np.random.default_rng((seed, 2))
-    with pinned_threads(config.cpu_threads if dev.type == "cpu" else None):
-        data, test, model = _setup(config, n_combinations, level_sizes, seed, dev)
+    with numerics(config, dev):
+        data, test, model = setup_run(config, n_combinations, level_sizes, seed, dev)
         pooled_init = pooled_hiddens(model, test, dev)
         scores_init = _alignment_of(pooled_init, test, config.min_corr)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -278,7 +295,12 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
             loss.backward()
             optimizer.step()
             losses[step] = loss.item()
-        pooled = pooled_hiddens(model, test, dev)
-        scores = _alignment_of(pooled, test, config.min_corr)
-        scores_change = change_alignment_matrix(pooled_init, pooled, test, config.min_corr)
+        scores, scores_change = trained_scores(model, test, pooled_init, config.min_corr, dev)
     return RunResult(scores, scores_init, losses, scores_change)
+
+
+def trained_scores(model: HierarchyTransformer, test: HierarchySample, pooled_init: Sequence[np.ndarray],
+                   min_corr: float, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
+    """A trained network's alignment matrix and that of the change from its initial pooled activations."""
+    pooled = pooled_hiddens(model, test, device)
+    return _alignment_of(pooled, test, min_corr), change_alignment_matrix(pooled_init, pooled, test, min_corr)

@@ -18,7 +18,7 @@ from joma_lib.chapters.hierarchy.table1 import (
     level_specificity,
 )
 from joma_lib.kit.registry import get_spec
-from joma_lib.multilayer import alignment_score, change_alignment_matrix, HierarchyTransformer, score_at_init, TABLE1_SETTINGS, Table1Config, train_and_score
+from joma_lib.multilayer import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, TABLE1_SETTINGS, Table1Config, train_and_score
 from joma_lib.table1.runs import CONFIGS
 
 
@@ -173,3 +173,12 @@ def test_training_is_deterministic_on_cpu() -> None:
 def test_bad_inputs_raise_clear_errors(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_numerics_set_the_configurations_threads_and_matmul_precision_and_restore_them() -> None:
+    before = torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()
+    with numerics(replace(CONFIGS["check"], tf32=not before[0], cpu_threads=1), torch.device("cpu")):
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()) == (not before[0], 1)
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()) == before
+    with pytest.raises(ValueError, match="tf32 must be True or False"):
+        Table1Config(tf32=1)  # type: ignore[arg-type]

@@ -5,14 +5,16 @@ shuffled labels (:func:`run_table1`), the result as a table (:class:`Table1Resul
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from joma_lib.io import atomic_path
-from joma_lib.multilayer import Setting, Table1Config, train_and_score
+from joma_lib.io import atomic_paths
+from joma_lib.multilayer import TABLE1_SETTINGS, RunResult, Setting, Table1Config, train_and_score
 
 PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size=32, lr=3e-3, n_test=1024,
                                  cpu_threads=1, seeds=(1, 2, 3))
@@ -31,12 +33,29 @@ CONFIGS: dict[str, Table1Config] = {
     # Scaled down for 2 CPU cores (about 40 s of CPU time for the whole table): width 32 instead of 1024,
     # 300 Adam steps of 32 sequences at lr 3e-3 instead of 10k steps of 128 at 1e-4, 3 seeds, one thread.
     "quick": PAPER_DATA_QUICK,
+    # A check of the machinery, not of the paper (stacked against unstacked, checkpoints, a GPU's first run):
+    # 2 settings x 2 seeds x real/shuffled labels at width 16, 20 steps; seconds on a CPU, scores meaningless.
+    "check": Table1Config(d_model=16, d_hidden=64, steps=20, batch_size=16, lr=3e-3, n_test=64, cpu_threads=1,
+                          settings=TABLE1_SETTINGS[::2], seeds=(1, 2)),
 }
 
 
 WIDE_RESULTS_FILE = Path(__file__).parents[1] / "lm" / "results" / "table1-wide.npz"
 """The stored run of the ``wide`` configuration (``python -m joma_lib.table1 --config wide --device cpu --save
 <this file>``), read back by the figure ``c-table1-wide``."""
+
+
+PAPER_RESULTS_FILE = Path(__file__).parent / "results" / "table1-paper.npz"
+"""The stored run of the ``full`` configuration, the paper's (``python -m joma_lib.table1 --config full --stack
+--device cuda --save <this file>``), with its manifest beside it (``.json``: :func:`config_record`), read back by
+the figure ``c-table1-paper``."""
+
+
+def config_record(config: Table1Config) -> dict[str, Any]:
+    """What defines a run's numbers, as JSON: every field of ``config`` except the CPU thread count."""
+    record = asdict(config)
+    del record["cpu_threads"]
+    return json.loads(json.dumps(record))  # tuples as lists, as they read back
 
 
 @dataclass(frozen=True)
@@ -84,31 +103,66 @@ def seed_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
 
 def run_table1(config: Table1Config, device: str | None = None, progress: bool = False) -> Table1Result:
     """Train and score every (setting, seed) of ``config``, with real and with shuffled labels: the whole Table 1."""
-    n_levels = {len(sizes) + 1 for _, sizes in config.settings}
-    if len(n_levels) != 1:
-        raise ValueError(f"all settings must have the same number of latent levels, got {sorted(n_levels)}")
+    n_levels(config)
+    return table_of(config, train_runs(config, device, progress))
+
+
+RunKey = tuple[int, int, bool]
+"""A run of the table: (setting index, seed index, shuffled labels)."""
+
+
+def train_runs(config: Table1Config, device: str | None = None, progress: bool = False) -> dict[RunKey, RunResult]:
+    """Every run of the table trained alone (:func:`~joma_lib.multilayer.train_and_score`), by :data:`RunKey`."""
+    return {(i, j, shuffled): train_and_score(config, n_comb, sizes, seed, device, progress, shuffle_labels=shuffled)
+            for i, (n_comb, sizes) in enumerate(config.settings)
+            for j, seed in enumerate(config.seeds) for shuffled in (False, True)}
+
+
+def n_levels(config: Table1Config) -> int:
+    """The number of latent levels scored (classes included), the same for every setting or a ValueError."""
+    levels = {len(sizes) + 1 for _, sizes in config.settings}
+    if len(levels) != 1:
+        raise ValueError(f"all settings must have the same number of latent levels, got {sorted(levels)}")
+    return levels.pop()
+
+
+def table_of(config: Table1Config, runs: Mapping[RunKey, RunResult]) -> Table1Result:
+    """The table of ``runs[setting index, seed index, shuffled labels]``; the final loss is the mean over the last
+    10% of steps."""
     n_steps_tail = max(1, config.steps // 10)
-    shape = (len(config.settings), len(config.seeds), config.n_layers, n_levels.pop())
+    shape = (len(config.settings), len(config.seeds), config.n_layers, n_levels(config))
     scores, scores_init, scores_control = np.empty(shape), np.empty(shape), np.empty(shape)
     change, change_control = np.empty(shape), np.empty(shape)
     final_loss, final_loss_control = np.empty(shape[:2]), np.empty(shape[:2])
-    for i, (n_comb, sizes) in enumerate(config.settings):
-        for j, seed in enumerate(config.seeds):
-            run = train_and_score(config, n_comb, sizes, seed, device, progress)
-            control = train_and_score(config, n_comb, sizes, seed, device, progress, shuffle_labels=True)
-            scores[i, j], scores_init[i, j], scores_control[i, j] = run.scores, run.scores_init, control.scores
-            change[i, j], change_control[i, j] = run.scores_change, control.scores_change
-            final_loss[i, j] = run.losses[-n_steps_tail:].mean()
-            final_loss_control[i, j] = control.losses[-n_steps_tail:].mean()
+    for i, j in np.ndindex(*shape[:2]):
+        run, control = runs[i, j, False], runs[i, j, True]
+        scores[i, j], scores_init[i, j], scores_control[i, j] = run.scores, run.scores_init, control.scores
+        change[i, j], change_control[i, j] = run.scores_change, control.scores_change
+        final_loss[i, j] = run.losses[-n_steps_tail:].mean()
+        final_loss_control[i, j] = control.losses[-n_steps_tail:].mean()
     return Table1Result(config.settings, config.seeds, scores, scores_init, scores_control, final_loss,
                         final_loss_control, change, change_control)
 
 
-def save_result(result: Table1Result, path: Path) -> None:
-    """Write :meth:`Table1Result.arrays` to ``path`` (npz) atomically: a complete file or none."""
+def save_result(result: Table1Result, path: Path, config: Table1Config | None = None) -> None:
+    """Write :meth:`Table1Result.arrays` to ``path`` (npz) atomically: a complete file or none. With ``config``,
+    its :func:`config_record` goes beside it (``path`` with suffix ``.json``), written together with the npz."""
     if path.suffix != ".npz":
         raise ValueError(f"path must end in .npz, got {str(path)!r}")
     arrays: dict[str, Any] = result.arrays()  # Any: numpy's stub types savez's keywords as allow_pickle
-    with atomic_path(path) as tmp:
-        with tmp.open("wb") as handle:
+    paths = [path] if config is None else [path, path.with_suffix(".json")]
+    with atomic_paths(paths) as tmps:
+        with tmps[0].open("wb") as handle:
             np.savez(handle, **arrays)
+        if config is not None:
+            tmps[1].write_text(json.dumps({"config": config_record(config)}, indent=1) + "\n")
+
+
+def load_result(path: Path) -> Table1Result:
+    """The :class:`Table1Result` that :func:`save_result` wrote to ``path``."""
+    with np.load(path, allow_pickle=False) as npz:
+        a = {key: npz[key] for key in npz.files}
+    settings = tuple((int(n), tuple(int(s) for s in sizes)) for n, sizes in zip(a["n_combinations"], a["level_sizes"]))
+    return Table1Result(settings, tuple(int(seed) for seed in a["seeds"]), a["scores"], a["scores_init"],
+                        a["scores_control"], a["final_loss"], a["final_loss_control"], a["scores_change"],
+                        a["scores_change_control"])

@@ -71,12 +71,19 @@ def make_table1_wide(path: str = str(WIDE_RESULTS_FILE)) -> FigureData:
     a larger width), as :func:`make_table1` gives them, plus ``change``/``change_control`` (the alignment of what
     training changed, :func:`joma_lib.multilayer.change_alignment_matrix`, for real and shuffled labels) with
     their seed means and standard deviations."""
-    config = CONFIGS["wide"]
-    with np.load(Path(path), allow_pickle=False) as npz:
+    return stored_table1(Path(path), "wide")
+
+
+def stored_table1(path: Path, config_name: str) -> FigureData:
+    """The figure data of the stored run at ``path`` (:func:`joma_lib.table1.runs.save_result`) of the named
+    configuration: :func:`make_table1`'s arrays, ``change``/``change_control`` with their seed statistics, and
+    the width (``d_model``, ``d_hidden``). A file of another shape or other seeds is a :class:`ValueError`."""
+    config = CONFIGS[config_name]
+    with np.load(path, allow_pickle=False) as npz:
         arrays = {key: npz[key] for key in npz.files}
     expected = (len(config.settings), len(config.seeds), config.n_layers)
     if arrays["scores"].shape[:3] != expected or tuple(arrays["seeds"]) != config.seeds:
-        raise ValueError(f"{path} does not hold a run of the wide configuration: scores of shape "
+        raise ValueError(f"{path} does not hold a run of the {config_name} configuration: scores of shape "
                          f"{arrays['scores'].shape}, seeds {tuple(arrays['seeds'])}; expected {expected}, {config.seeds}")
     data = _table1_data(arrays, config)
     _with_seed_stats(data, "change", arrays["scores_change"])
@@ -85,7 +92,7 @@ def make_table1_wide(path: str = str(WIDE_RESULTS_FILE)) -> FigureData:
     return data
 
 
-def _pooled_margin(real: np.ndarray, control: np.ndarray) -> float:
+def pooled_margin(real: np.ndarray, control: np.ndarray) -> float:
     """Smallest, over settings (rows), of ``mean(real) - mean(control)`` over seeds (columns), in pooled seed
     standard deviations (``ddof=1``, at least :data:`SD_FLOOR`)."""
     pooled = np.sqrt((seed_std(real, axis=1) ** 2 + seed_std(control, axis=1) ** 2) / 2)
@@ -99,7 +106,7 @@ def layer0_learning_margin(data: FigureData) -> float:
     Both start from the same initial network, so trained minus control is the trained-minus-initial
     gain minus the control's gain.
     """
-    return _pooled_margin(data["trained"][:, :, 0, 0], data["control"][:, :, 0, 0])
+    return pooled_margin(data["trained"][:, :, 0, 0], data["control"][:, :, 0, 0])
 
 
 CHANGE_MARGIN_SD = 2.0
@@ -113,7 +120,7 @@ def change_alignment_margin(data: FigureData) -> float:
     training on the real labels made to layer 0 (:func:`joma_lib.multilayer.change_alignment_matrix`)
     aligns with the level-0 latents better than the change that training on shuffled labels made, in
     pooled seed standard deviations (``ddof=1``)."""
-    return _pooled_margin(data["change"][:, :, 0, 0], data["change_control"][:, :, 0, 0])
+    return pooled_margin(data["change"][:, :, 0, 0], data["change_control"][:, :, 0, 0])
 
 
 WIDE_CHANGE_CLAIM = Claim(

@@ -1,0 +1,197 @@
+"""Table 1's training step: one run at a time against the runs stacked into one model, per run, side by side.
+
+Three ways to take one Adam step of ``--runs`` runs of a Table 1 configuration (forward, backward, Adam):
+
+* ``unstacked``: :func:`joma_lib.multilayer.train_and_score`'s step for one run (its batch drawn, ``loss.item()``);
+* ``stacked (bmm)``: :mod:`joma_lib.table1.stacked`, the engine the command line uses (labels drawn ahead);
+* ``stacked (vmap)``: the alternative, ``torch.func`` (``stack_module_state``, ``functional_call``,
+  ``vmap(randomness="different")``) over :class:`~joma_lib.multilayer.HierarchyTransformer`.
+
+It prints the median step time (``--steps`` timed steps after two warm-up steps; CUDA-synchronised), the time per
+run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
+stacks, assuming the step time grows in proportion to the runs when ``--runs`` is fewer than all). The time the
+label streams take per stacked step (drawn in a background thread during training) is printed too.
+
+    python benchmarks/bench_table1_stack.py --config quick --device cpu --runs 8 --threads 1
+    python benchmarks/bench_table1_stack.py --config full --device cuda           # the paper's scale, all 40 runs
+
+``--spread`` measures instead how far the numbers move with the summation order alone, at a configuration small
+enough to train whole (``check``): every run trained alone, on the CPU with 1 and with 2 threads (or on the GPU),
+against the stack. The tolerances of ``tests/test_table1_stacked.py`` come from it.
+
+    python benchmarks/bench_table1_stack.py --spread --config check --device cpu|cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+from torch.nn import functional as F
+
+from joma_lib.device import resolve_device
+from joma_lib.kit.benchmarks import machine
+from joma_lib.multilayer import RunResult, Table1Config, numerics, setup_run
+from joma_lib.table1.runs import CONFIGS, RunKey, train_runs
+from joma_lib.table1.stacked import LabelStream, stack_parameters, stack_runs, stacked_losses, token_tables
+from joma_lib.table1.stacked_run import run_results, run_table1_stacked
+from joma_lib.validation import check_choice, check_int
+
+
+def timed(steps_by_name: Mapping[str, Callable[[], object]], steps: int, device: torch.device) -> dict[str, float]:
+    """Median seconds of each step over ``steps`` calls after two warm-up calls, the methods taking turns (one call
+    of each per round), so that a shared machine's changing load falls on all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in steps_by_name}
+    for k in range(steps + 2):
+        for name, step in steps_by_name.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if k >= 2:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(found) for name, found in times.items()}
+
+
+def unstacked_step(config: Table1Config, device: torch.device) -> Callable[[], object]:
+    """One step of the first run, as ``train_and_score`` takes it."""
+    n_comb, sizes = config.settings[0]
+    data, _, model = setup_run(config, n_comb, sizes, config.seeds[0], device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    rng = np.random.default_rng(config.seeds[0])
+
+    def step() -> float:
+        batch = data.sample(config.batch_size, rng)
+        logits, _ = model(torch.from_numpy(batch.tokens).to(device))
+        loss = F.cross_entropy(logits, torch.from_numpy(batch.labels).to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+    return step
+
+
+def stacked_steps(config: Table1Config, n_runs: int, device: torch.device
+                  ) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
+    """The bmm step, the vmap step and one step's label drawing, for the first ``n_runs`` runs."""
+    runs = stack_runs(config)[:n_runs]
+    models = [setup_run(config, *run.setting, run.seed, device)[2] for run in runs]
+    stream = LabelStream(runs, config.n_class, config.batch_size)
+    chunk = stream.draw(0, 1)
+    tables = token_tables(config, runs, device)
+    index = torch.arange(len(runs), device=device)[:, None]
+    tokens = tables[index, torch.from_numpy(chunk.draws[0]).to(device)]
+    labels = torch.from_numpy(chunk.targets[0]).to(device)
+    params = stack_parameters(models)
+    adam = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay)
+    func_params, buffers = stack_module_state(models)  # type: ignore[arg-type]
+    func_adam = torch.optim.Adam(func_params.values(), lr=config.lr, weight_decay=config.weight_decay)
+    base = models[0]
+
+    def one_run_loss(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor,
+                     y: torch.Tensor) -> torch.Tensor:
+        logits, _ = functional_call(base, (p, b), (x,))
+        return F.cross_entropy(logits, y)
+
+    def bmm_step() -> None:
+        loss = stacked_losses(params, tables[index, torch.from_numpy(chunk.draws[0]).to(device)], labels,
+                              config.n_layers)
+        adam.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        adam.step()
+
+    def vmap_step() -> None:
+        loss = vmap(one_run_loss, randomness="different")(func_params, buffers, tokens, labels)
+        func_adam.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        func_adam.step()
+
+    return bmm_step, vmap_step, lambda: stream.draw(0, 1)
+
+
+def spread(a: Mapping[RunKey, RunResult], b: Mapping[RunKey, RunResult]) -> dict[str, float]:
+    """How far two trainings of the same runs differ: the largest loss difference over steps and runs, and the
+    median, largest and share above 1e-4 of the differences of the scores (trained and change)."""
+    loss = max(float(np.abs(a[key].losses - b[key].losses).max()) for key in a)
+    scores = np.concatenate([np.abs(getattr(a[key], name) - getattr(b[key], name)).ravel()
+                             for key in a for name in ("scores", "scores_change")])
+    return {"loss_max": loss, "score_median": float(np.median(scores)), "score_max": float(scores.max()),
+            "score_jumps": float((scores > 1e-4).mean())}
+
+
+def measure_spread(config: Table1Config, device: torch.device) -> dict[str, dict[str, float]]:
+    """:func:`spread` between runs trained alone with 1 and 2 CPU threads (CPU only) and between alone and stacked."""
+    alone = train_runs(config, device.type)
+    stacked = run_table1_stacked(config, device.type)
+    assert stacked is not None
+    found = {"alone vs stacked": spread(alone, run_results(config, stacked))}
+    if device.type == "cpu":
+        found["1 vs 2 threads"] = spread(alone, train_runs(replace(config, cpu_threads=2), "cpu"))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="quick", help=f"one of {sorted(CONFIGS)} (default quick)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    parser.add_argument("--runs", default=None, help="runs to stack (default: all of the configuration)")
+    parser.add_argument("--steps", default="10", help="timed steps (default 10)")
+    parser.add_argument("--threads", default=None, help="torch CPU threads (default: the configuration's)")
+    parser.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE")
+    parser.add_argument("--spread", action="store_true", help="measure the spread of the numbers instead")
+    parser.add_argument("--tf32", action="store_true", help="float32 matrix products in TF32 (CUDA only)")
+    args = parser.parse_args()
+    try:
+        config = CONFIGS[check_choice("config", args.config, sorted(CONFIGS))]
+        total = len(stack_runs(config))
+        n_runs = total if args.runs is None else check_int("runs", int(args.runs), 1, total)
+        steps = check_int("steps", int(args.steps), 1, 10_000)
+        threads = None if args.threads is None else check_int("threads", int(args.threads), 1, 1024)
+        device = resolve_device(args.device)
+        config = replace(config, tf32=args.tf32, cpu_threads=config.cpu_threads if threads is None else threads)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.spread:
+        found = measure_spread(config, device)
+        for name, numbers in found.items():
+            print(f"{args.config} on {device}, {name}: " + ", ".join(f"{k} {v:.2e}" for k, v in numbers.items()))
+        if args.json is not None:
+            Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "spread": found}))
+        return
+    with numerics(config, device):
+        bmm_step, vmap_step, draw = stacked_steps(config, n_runs, device)
+        seconds = timed({"unstacked": unstacked_step(config, device), "stacked (bmm)": bmm_step,
+                         "stacked (vmap)": vmap_step}, steps, device)
+        rows = {name: (seconds[name], 1 if name == "unstacked" else n_runs) for name in seconds}
+        drawing = timed({"draw": draw}, steps, torch.device("cpu"))["draw"]
+        n_threads = torch.get_num_threads()
+    print(f"Table 1 --config {args.config}{' --tf32' if args.tf32 else ''} on {device} "
+          f"({machine().get('gpu', machine()['cpu'])}), "
+          f"{n_threads} threads, {n_runs} of {total} runs stacked, median of {steps} steps")
+    print(f"{'method':<16} {'step ms':>10} {'per run-step ms':>16} {'speed-up':>9} {'whole table':>12}")
+    per_run = {name: seconds / runs for name, (seconds, runs) in rows.items()}
+    results = {}
+    for name, (seconds, runs) in rows.items():
+        table_s = per_run[name] * config.steps * total
+        results[name] = {"step_ms": 1e3 * seconds, "runs": runs, "per_run_step_ms": 1e3 * per_run[name],
+                         "whole_table_s": table_s}
+        print(f"{name:<16} {1e3 * seconds:>10.2f} {1e3 * per_run[name]:>16.3f} "
+              f"{per_run['unstacked'] / per_run[name]:>8.2f}x {table_s / 60:>10.1f} m")
+    print(f"label drawing, {n_runs} runs, one step: {1e3 * drawing:.2f} ms (in a background thread while training)")
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "machine": machine(),
+                                               "label_drawing_ms": 1e3 * drawing, "rows": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
