@@ -10,7 +10,8 @@
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed);
 #   3. the test suite under JOMA_DEVICE=cuda (the gpu-marked tests first);
 #   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs, stacked; WikiText-2 where the
-#      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration.
+#      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration
+#      (40 runs as one stack, TF32 products: in fp32 its ~1.1e17 FLOP alone take ~28 minutes of an H100).
 # Each step's output goes to the results folder (--out: $OUT where the device tool sets it, else gpu_runs/out), with
 # a one-page summary.md. The runs' checkpoints live in the state folder (--state, default gpu_runs/state, ignored by
 # git), so a second call on the same machine continues: steps already done are not repeated (their results are in
@@ -47,17 +48,18 @@ cap() { local l; l=$(( $(left) - 20 )); [ "$1" -lt "$l" ] && echo "$1" || echo "
 # the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log)
 lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision auto --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
-table1_runs="$PY -m joma_lib.table1 --config full --stack --device cuda --no-progress --out $state/runs/table1 \
---save $out/table1-paper.json"
+table1_runs="$PY -m joma_lib.table1 --config full --stack --tf32 --device cuda --no-progress --out $state/runs/table1 \
+--every 1000 --save $out/table1-paper.npz"
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
-  "bench-table1|60|$PY benchmarks/bench_table1_stack.py --config full --device cuda"
+  "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 8 \
+--json $out/table1_bench.json"
   "verify|170|env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store --keep; rc=\$?; env \
 JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json; exit \$rc"
   "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu tests"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
   "paper-lm|100000|$lm_runs --stop-after"
-  "paper-table1|100000|$table1_runs --stop-after"
+  "paper-table1|100000|$table1_runs"
 )
 
 if [ "$dry_run" = 1 ]; then
@@ -105,7 +107,7 @@ for s in "${steps[@]}"; do
   case "$name" in bench*|verify|tests*) [ "$skip_quick" = 1 ] && continue ;; esac
   limit=$(cap "$seconds")
   if [ "$limit" -lt 15 ]; then echo "| $name | - | - | not started: budget spent |" >> "$summary"; continue; fi
-  case "$name" in paper-*) command="$command $(( limit - 10 ))" ;; esac
+  case "$name" in paper-lm) command="$command $(( limit - 10 ))" ;; esac  # Table 1 checkpoints every 1000 steps
   echo "=== $name (up to ${limit}s): $command"
   t0=$(date +%s)
   timeout -s INT -k 10 "$limit" bash -c "$command" > "$out/$name.log" 2>&1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
 import numpy as np
 import pytest
 
@@ -83,7 +84,7 @@ def test_cooccurrence_widget_follows_its_controls() -> None:
 
 @pytest.fixture(scope="module")
 def paper_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """A synthetic stored run of the full configuration, read back by ``c-table1-paper``, and its file: at
+    """A synthetic stored run of the full configuration, read back for the paper-scale claims, and its file: at
     initialisation and on shuffled labels the diagonal scores sit near 0.5, trained near 0.9, seed noise 0.02."""
     from joma_lib.chapters.hierarchy.table1_paper import make_table1_paper
     from joma_lib.table1.runs import CONFIGS, Table1Result, save_result
@@ -100,10 +101,10 @@ def paper_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
 
 @pytest.mark.parametrize("trained_like", ["right", "init", "control"])
 def test_paper_scale_claims_tell_a_trained_network_from_its_controls(trained_like, paper_run) -> None:
-    from joma_lib.kit.claims import evaluate_figure
+    from joma_lib.chapters.hierarchy.table1_paper import PAPER_CLAIMS
 
     data = paper_run[0] if trained_like == "right" else dict(paper_run[0], trained=paper_run[0][trained_like])
-    verdicts = {row.claim_id: row.verdict for row in evaluate_figure("c-table1-paper", data)}
+    verdicts = {claim.claim_id: claim.evaluate(data)[1] for claim in PAPER_CLAIMS}
     assert len(verdicts) == 4
     # an untrained network, or one trained on shuffled labels, scores like both controls: every claim fails
     assert set(verdicts.values()) == {"holds" if trained_like == "right" else "fails"}, verdicts
@@ -114,10 +115,14 @@ def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(pa
     import shutil
 
     from joma_lib.chapters.hierarchy.table1_paper import WAITING, make_table1_paper
-    from joma_lib.kit.claims import figure_results
+    from joma_lib.io import InputUnavailableError
+    from joma_lib.kit.registry import online_claims
 
-    rows = figure_results("c-table1-paper", lambda _: make_table1_paper(str(tmp_path / "missing.npz")))
-    assert [row.verdict for row in rows] == ["not-run"] * 4 and all(WAITING in row.reason for row in rows)
+    waiting = {k: v for k, v in online_claims().items() if k.startswith("table1-paper-")}
+    assert len(waiting) == 4 and all(o.claim.kind == "paper" and o.claim.threshold_set == "before-data"
+                                     for o in waiting.values())
+    with pytest.raises(InputUnavailableError, match=re.escape(WAITING)):
+        make_table1_paper(str(tmp_path / "missing.npz"))
     assert not bool(paper_run[0]["tf32"])
     shutil.copy(paper_run[1], tmp_path / "run.npz")
     manifest = json.loads(paper_run[1].with_suffix(".json").read_text())

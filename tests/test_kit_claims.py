@@ -163,12 +163,7 @@ def test_claims_hold_as_the_book_says_on_the_committed_references():
     """Every figure claim, evaluated on the committed reference data, has the verdict the book states."""
     rows = claims.ledger(load=harness.load_reference)
     assert [r.claim_id for r in claims.surprises(rows)] == []
-    assert {r.verdict for r in rows if r.figure and r.figure not in WAITING_FOR_A_GPU} <= {"holds", "fails"}
-    # a stored GPU run not made yet: its pre-registered claims wait, saying why, until the run is committed
-    assert all(r.verdict != "not-run" or "waiting for a GPU run" in r.reason for r in rows if r.figure)
-
-
-WAITING_FOR_A_GPU = {"c-table1-paper"}
+    assert {r.verdict for r in rows if r.figure} <= {"holds", "fails"}
 
 
 # Claims that cannot fail by construction (a matrix built orthonormal, a proven inequality, a closed form compared

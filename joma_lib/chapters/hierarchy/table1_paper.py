@@ -1,11 +1,11 @@
-"""Table 1 at the paper's scale (figure ``c-table1-paper``): the stored run of the ``full`` configuration, read back.
+"""Table 1 at the paper's scale: the pre-registered claims on the stored run of the ``full`` configuration.
 
 The run (d_model 1024, MLP 400, 10,000 Adam steps of 128 sequences at lr 1e-4, 5 seeds, every setting, with the
 untrained network and the shuffled-label control) needs a GPU: ``python -m joma_lib.table1 --config full --stack
 --device cuda --save`` :data:`~joma_lib.table1.runs.PAPER_RESULTS_FILE`, called by ``benchmarks/gpu_checks.sh``.
-Until that file exists the figure's data only say so (``available`` is false), and its claims are ``not-run``
-with the reason :data:`WAITING`. The claims and their threshold were committed before any run of this
-configuration existed.
+Until that file exists the claims (:data:`ONLINE_CLAIMS`) are ``not-run`` in the ledger with the reason
+:data:`WAITING`; no figure is registered for it yet, so ``verify`` has nothing to skip. The claims and their
+threshold were committed before any run of this configuration existed.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from joma_lib.chapters.hierarchy.table1 import plot_table1, pooled_margin, stored_table1
+from joma_lib.chapters.hierarchy.table1 import pooled_margin, stored_table1
 from joma_lib.io import InputUnavailableError
-from joma_lib.kit.registry import READ_BACK, Claim, FigureData, FigureSpec
+from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
 from joma_lib.table1.runs import CONFIGS, PAPER_RESULTS_FILE, config_record
 
 WAITING = "waiting for a GPU run (benchmarks/gpu_checks.sh)"
@@ -32,42 +31,27 @@ the trained score must exceed the control's by this many pooled seed standard de
 
 
 def make_table1_paper(path: str = str(PAPER_RESULTS_FILE)) -> FigureData:
-    """Data of ``c-table1-paper``: :func:`~joma_lib.chapters.hierarchy.table1.stored_table1` of the stored ``full``
-    run, ``available`` true and ``tf32`` (whether its float32 matrix products ran in TF32, from its manifest); only
-    ``available`` false while the file is missing. A file whose manifest (``.json``) names another configuration
-    is a :class:`ValueError`."""
+    """:func:`~joma_lib.chapters.hierarchy.table1.stored_table1` of the stored ``full`` run, with ``tf32`` (whether
+    its float32 matrix products ran in TF32, from its manifest); :class:`~joma_lib.io.InputUnavailableError`
+    (:data:`WAITING`) while the file is missing. A file whose manifest (``.json``) names another configuration is
+    a :class:`ValueError`."""
     npz = Path(path)
     if not npz.exists():
-        return {"available": np.array(False)}
+        raise InputUnavailableError(WAITING)
     manifest = json.loads(npz.with_suffix(".json").read_text())
     full = [config_record(replace(CONFIGS["full"], tf32=tf32)) for tf32 in (False, True)]
     if manifest.get("config") not in full:
         raise ValueError(f"{npz} was not made with the full configuration: its manifest says "
                          f"{manifest.get('config')}, expected {full[0]} (tf32 true or false)")
     data = stored_table1(npz, "full")
-    data["available"], data["tf32"] = np.array(True), np.array(manifest["config"]["tf32"])
+    data["tf32"] = np.array(manifest["config"]["tf32"])
     return data
-
-
-def plot_table1_paper(data: FigureData) -> Figure:
-    """The alignment matrices of :func:`~joma_lib.chapters.hierarchy.table1.plot_table1`, or a note while the
-    run is missing."""
-    if bool(data["available"]):
-        return plot_table1(data)
-    fig = Figure(figsize=(6, 1.5), layout="constrained")
-    ax = fig.subplots()
-    ax.axis("off")
-    ax.text(0.5, 0.5, f"Table 1 at the paper's scale: {WAITING}", ha="center", va="center", fontsize=10)
-    return fig
 
 
 def margin_over(kind: str, level: int) -> Callable[[FigureData], float]:
     """Measure of a claim: the smallest, over settings, of the trained layer-``level`` score of latent level
-    ``level`` above the ``kind`` network's (``init`` or ``control``), in pooled seed standard deviations;
-    :class:`~joma_lib.io.InputUnavailableError` while the run is missing, so the ledger says ``not-run``."""
+    ``level`` above the ``kind`` network's (``init`` or ``control``), in pooled seed standard deviations."""
     def measure(data: FigureData) -> float:
-        if not bool(data["available"]):
-            raise InputUnavailableError(WAITING)
         return pooled_margin(data["trained"][:, :, level, level], data[kind][:, :, level, level])
     return measure
 
@@ -90,15 +74,7 @@ PAPER_CLAIMS = tuple(
     for level in (0, 1) for kind in ("init", "control"))
 """The paper's Table 1 claim at the paper's scale, tested against both controls, for layers/levels 0 and 1."""
 
-TABLE1_PAPER_FIGURE = FigureSpec(
-    fig_id="c-table1-paper",
-    title="Table 1 at the paper's scale (stored GPU run)",
-    paper_ref="Table 1",
-    chapter="book/hierarchy.md",
-    make=make_table1_paper,
-    plot=plot_table1_paper,
-    default_tol=READ_BACK,
-    claims=PAPER_CLAIMS,
-    stored_run=True,
-)
-"""The figure, appended to the chapter's ``FIGURES``."""
+ONLINE_CLAIMS = tuple(OnlineClaim(claim, make_table1_paper, "book/hierarchy.md",
+                                  "the stored paper-scale Table 1 run, made on a GPU by benchmarks/gpu_checks.sh")
+                      for claim in PAPER_CLAIMS)
+"""The claims, found by the ledger in the chapter's figure module."""
