@@ -209,3 +209,17 @@ def test_a_bad_time_limit_is_refused_before_anything_is_submitted(tmp_path, caps
         parse_time(text)
     assert main(["run", *ARGS, "--engine", "slurm", "--time", text, "--out", str(tmp_path / "runs")]) == 2
     assert "time" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def test_a_stacked_sweep_is_one_task_per_stack_and_ends_as_the_local_stack(slurm, tmp_path, capsys):
+    stacked = [*ARGS[:4], *ARGS[5:], "--seeds", "1", "2", "--stack"]  # one layer, two seeds: one stack
+    out = tmp_path / "slurm"
+    assert main(["run", *stacked, "--engine", "slurm", "--out", str(out), "--results", str(tmp_path / "s.npz")]) == 0
+    printed = capsys.readouterr().out
+    runs = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert len(runs) == 2 and printed.count("submitted as job") == 1
+    assert _job(out / runs[0]) == _job(out / runs[1])  # both runs' folders record the one task
+    assert main(["run", *stacked, "--out", str(tmp_path / "local"), "--results", str(tmp_path / "l.npz")]) == 0
+    with np.load(tmp_path / "s.npz") as on_slurm, np.load(tmp_path / "l.npz") as local:
+        for key in ("val_loss", "attn_entropy", "stable_rank"):
+            np.testing.assert_array_equal(on_slurm[key], local[key])

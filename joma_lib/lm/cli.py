@@ -45,7 +45,8 @@ from joma_lib.lm.data import CORPORA, load_splits
 from joma_lib.lm.precision import PRECISION_CHOICES, PRECISION_ENV, PRECISIONS
 from joma_lib.lm.presets import PRESETS
 from joma_lib.lm.runs import collect, finished_result, load_sweep, write_results
-from joma_lib.lm.sweep import DeadlineReached, run_sweep, sweep_precision, train_on_node
+from joma_lib.lm.stack import stacks
+from joma_lib.lm.sweep import DeadlineReached, run_sweep, sweep_precision, train_on_node, train_stack_on_node
 from joma_lib.validation import check_choice, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
@@ -154,9 +155,18 @@ def _run_on_slurm(args: argparse.Namespace, configs: Sequence[RunConfig]) -> Non
     device = args.device or os.environ.get("JOMA_DEVICE", "auto")
     configs = _slurm_precision(configs, device, resources.gpus, args.threads)
     by_name = {c.name: c for c in configs}
-    submit_missing(out, [(c.name, (c, str(out), device, args.threads)) for c in configs],
-                   lambda name: finished_result(out / name / "result.npz", by_name[name]) is not None,
-                   train_on_node, resources, f"joma-{out.name}")
+
+    def finished(name: str) -> bool:
+        return finished_result(out / name / "result.npz", by_name[name]) is not None
+
+    if args.stack:  # one task per stack, named after its first run; each run's folder records the task
+        units = {unit[0].name: unit for unit in stacks(configs)}
+        submit_missing(out, [(name, (unit, str(out), device, args.threads)) for name, unit in units.items()],
+                       lambda name: all(finished(c.name) for c in units[name]), train_stack_on_node, resources,
+                       f"joma-{out.name}", members=lambda name: [c.name for c in units[name]])
+    else:
+        submit_missing(out, [(c.name, (c, str(out), device, args.threads)) for c in configs], finished,
+                       train_on_node, resources, f"joma-{out.name}")
     if args.results:
         wait_for(out, list(by_name), log=lambda _: None)
         runs = [finished_result(out / c.name / "result.npz", c) for c in configs]
@@ -174,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run" and args.engine == "slurm":
+            if args.stop_after is not None:
+                raise ValueError("--stop-after is for --engine local (a Slurm task stops at its --time and resumes)")
             _run_on_slurm(args, configs_from_args(args))
         elif args.command == "status":
             print(format_states(*run_states(args.out)))

@@ -179,13 +179,15 @@ def _cleaned_on_failure(out_dir: Path) -> Iterator[None]:
 
 def submit_missing(out_dir: str | Path, runs: Sequence[tuple[str, tuple[Any, ...]]], finished: Callable[[str], bool],
                    fn: Callable[..., Any], resources: SlurmResources, array_name: str,
-                   log: Callable[[str], None] = print) -> list[Submitted]:
+                   log: Callable[[str], None] = print,
+                   members: Callable[[str], Sequence[str]] | None = None) -> list[Submitted]:
     """Submit ``fn(*args)`` for every ``(run name, args)`` of ``runs`` that is neither ``finished`` nor queued or
-    running in Slurm already, as one job array (:func:`submit_array`); log what is skipped and what is submitted."""
+    running in Slurm already, as one job array (:func:`submit_array`); log what is skipped and what is submitted.
+    ``members(name)``: the run folders one task trains (a stack of runs; default: the run's own)."""
     resources = resources.validated()
     require_slurm()
     out_dir = Path(out_dir).absolute()
-    jobs = {name: recorded_job(out_dir / name) for name, _ in runs}
+    jobs = {name: recorded_job(out_dir / (members(name)[0] if members else name)) for name, _ in runs}
     states = job_states([j for j in jobs.values() if j is not None])
     if states is None:  # not knowing which runs are still queued, submitting could train a run twice at once
         raise SlurmUnavailable(f"--engine slurm: squeue does not answer, so the runs already queued are unknown; "
@@ -199,18 +201,20 @@ def submit_missing(out_dir: str | Path, runs: Sequence[tuple[str, tuple[Any, ...
             log(f"{name}: already in Slurm as job {job} ({states[job].lower()}), not submitted again")
         else:
             todo.append((name, args))
-    submitted = submit_array(out_dir, todo, fn, resources, array_name)
+    submitted = submit_array(out_dir, todo, fn, resources, array_name, members)
     for sub in submitted:
         log(f"{sub.name}: submitted as job {sub.job_id} (log: {out_dir / sub.name / 'slurm' / 'log.err'})")
     return submitted
 
 
 def submit_array(out_dir: str | Path, tasks: Sequence[tuple[str, tuple[Any, ...]]], fn: Callable[..., Any],
-                 resources: SlurmResources, array_name: str) -> list[Submitted]:
+                 resources: SlurmResources, array_name: str,
+                 members: Callable[[str], Sequence[str]] | None = None) -> list[Submitted]:
     """Submit ``fn(*args)`` for every ``(run name, args)`` of ``tasks`` as one Slurm job array.
 
     The array is named ``array_name`` and each task is then renamed after its run. Only once sbatch has accepted
-    the array are the runs' ``slurm/`` folders written (``job.json``, log links); if sbatch refuses it,
+    the array are the ``slurm/`` folders of the runs it trains (``members(name)``, default the run's own) written
+    (``job.json``, log links); if sbatch refuses it,
     :class:`SubmissionFailed` carries sbatch's message on one line and nothing is left below ``out_dir``.
     """
     import submitit
@@ -232,7 +236,8 @@ def submit_array(out_dir: str | Path, tasks: Sequence[tuple[str, tuple[Any, ...]
             raise SubmissionFailed(f"sbatch refused the job array: {_one_line(str(err))}") from None
     submitted = [Submitted(name, job.job_id) for (name, _), job in zip(tasks, jobs, strict=True)]
     for (name, _), job, sub in zip(tasks, jobs, submitted, strict=True):
-        _record(out_dir / name / "slurm", sub, resources, job.paths.stdout, job.paths.stderr)
+        for member in members(name) if members else [name]:
+            _record(out_dir / member / "slurm", sub, resources, job.paths.stdout, job.paths.stderr)
         _slurm_command("scontrol", "update", f"JobId={sub.job_id}", f"JobName={name}")
     return submitted
 

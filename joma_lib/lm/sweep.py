@@ -85,6 +85,19 @@ def train_on_node(cfg: RunConfig, out_dir: str, device: str, threads: int) -> st
     return cfg.name
 
 
+def train_stack_on_node(cfgs: Sequence[RunConfig], out_dir: str, device: str, threads: int) -> str:
+    """One stack of runs as a task of the Slurm engine (``run --engine slurm --stack``), as :func:`train_on_node`
+    trains one run; returns the name of its first run."""
+    print(f"stack of {', '.join(c.name for c in cfgs)}: starting on {socket.gethostname()}, device {device}, "
+          f"{threads} thread(s)", flush=True)
+    first = cfgs[0]
+    data = load_lm_data(first.data, first.batch_size, first.eval_batch_size, first.max_vocab, first.data_seed,
+                        fallback=False)
+    train_stack(cfgs, out_dir, device, progress=False, data=data, threads=threads)
+    print(f"stack of {len(cfgs)} runs: finished", flush=True)
+    return first.name
+
+
 def _data_key(cfg: RunConfig) -> tuple[Any, ...]:
     return (cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
 
