@@ -112,7 +112,9 @@ STANDIN_CLAIM = Claim(
     f"Stored stand-in run (seeds 3, 4): in every layer, the stable rank of W1 (the MLP input matrix) falls to a "
     f"minimum inside the run, then climbs back by at least {BOUNCE_FRACTION:.0%} of its drop; smallest rebound "
     "over layers", _every_layer_bounce, ">=", BOUNCE_FRACTION, book_says="fails", kind="companion",
-    threshold_set="before-data")
+    threshold_set="after-data",
+    threshold_note="ae380ae widened the check from layer 0 to every layer after seeds 1-2 had shown layers 1-3 "
+                   "rebounding by less than 1 %; the 10 % bar and the run's data are those of 4830e84")
 PYTHIA_CLAIM = Claim(
     "fig7-srank-bounce", "Fig. 7",
     "Pre-trained Pythia (and OPT) checkpoints: the stable rank of W1, the lower MLP matrix, first drops then bounces "
