@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer
 from joma_lib.chapters.hierarchy.figures import make_cooccurrence
-from joma_lib.chapters.hierarchy.table1 import LAYER0_MARGIN_SD, table1_markdown
+from joma_lib.chapters.hierarchy.table1 import LEVEL_MARGIN_SD, config_text, level_specificity, table1_markdown
 from joma_lib.chapters.hierarchy.widget import cooccurrence_widget
 from joma_lib.dynamics import blowup_time, integrate_linear
 from joma_lib.softmax_dynamics import row_entropy
@@ -28,9 +28,10 @@ from joma_lib.multilayer import TABLE1_SETTINGS, TABLE1_SPREAD, token_baseline
 from joma_lib.table1.runs import CONFIGS
 
 __all__ = [
-    "CONFIGS", "HBLT", "LAYER0_MARGIN_SD", "TABLE1_SETTINGS", "TABLE1_SPREAD", "association_dynamics",
-    "association_time", "attention_from_association", "blowup_time", "cla_height", "cla_height_matrix",
+    "CONFIGS", "HBLT", "LEVEL_MARGIN_SD", "TABLE1_SETTINGS", "TABLE1_SPREAD", "association_dynamics",
+    "association_time", "attention_from_association", "blowup_time", "cla_height", "cla_height_matrix", "config_text",
     "cooccurrence_enumerate", "cooccurrence_exact", "cooccurrence_matrix", "cooccurrence_monte_carlo",
-    "cooccurrence_widget", "hierarchy_explorer", "integrate_linear", "make_cooccurrence", "row_entropy",
+    "cooccurrence_widget", "hierarchy_explorer", "integrate_linear", "level_specificity", "make_cooccurrence",
+    "row_entropy",
     "sample_hblt", "table1_markdown", "token_baseline",
 ]
