@@ -1,4 +1,4 @@
-"""Table 1 of the "Many layers" page: hidden MLP neurons of layer k align with the latents of level k
+"""Table 1 of its own page (`book/table1.md`): hidden MLP neurons of layer k align with the latents of level k
 (the quick configuration trained here, and the stored larger run ``c-table1-wide``)."""
 
 from __future__ import annotations
