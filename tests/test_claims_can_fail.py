@@ -72,3 +72,13 @@ def test_the_blind_table1_claims_hold_without_training(claim_id, kind):
 def test_table1_learning_fails_when_the_control_stands_in_for_training():
     data = load_reference("table1")
     assert verdict("table1", "table1-layer0-learns", _as_trained(data, "control")) == "fails"  # margin 0 < 2 SDs
+
+
+def test_a_linear_node_does_not_rest_near_the_centres_with_weight_decay():
+    """The portrait's claim counts end points on a centre: the linear node's end points (one direction for every
+    start, as Theorem 3 says of a linear update) in place of the ReLU node's fail it."""
+    data = dict(load_reference("c-thm3-portrait"))
+    assert verdict("c-thm3-portrait", "thm3-decay-rests-near-centres", data) == "holds"
+    ends, centres = data["final_linear"], data["centres"]
+    cos = (ends @ centres.T) / np.outer(np.linalg.norm(ends, axis=1), np.linalg.norm(centres, axis=1))
+    assert verdict("c-thm3-portrait", "thm3-decay-rests-near-centres", {**data, "cos_relu": cos.max(axis=1)}) == "fails"
