@@ -239,7 +239,9 @@ TABLE1_CLAIMS = (
     Claim("table1-layer0-aligned", "Table 1",
           f"Layer-0 hidden neurons align with the level-0 latents: worst setting's seed-mean best correlation; {QUICK}",
           lambda d: float(d["trained_mean"][:, 0, 0].min()), ">=", 0.8,
-          kind="paper", threshold_set="before-data", blind=BLIND_AT_INIT),
+          kind="paper", threshold_set="after-data", blind=BLIND_AT_INIT,
+          threshold_note="a round 0.8, committed with the claim in 4830e84 after this figure's data (d2eb6fa); the "
+                         "paper's own Table 1 values were not seen"),
     Claim("table1-layer0-above-layer1", "Table 1",
           "Layer 0 aligns with its level better than layer 1 with the next: smallest gap of the seed means; "
           f"{QUICK}",
