@@ -67,10 +67,10 @@ NOT_YET_RUN = "not yet run"
 PENDING: tuple[PendingClaim, ...] = (
     PendingClaim("table1-layer0-learns", "Table 1",
                  "Training raises the layer-0 alignment score with the level-0 latents above its value at "
-                 "initialisation.", NOT_YET_RUN, "book/hierarchy.md"),
+                 "initialisation.", NOT_YET_RUN, "book/table1.md"),
     PendingClaim("table1-level-specific", "Table 1",
                  "The hidden neurons of layer k align best with the latents of level k (not of other levels).",
-                 NOT_YET_RUN, "book/hierarchy.md"),
+                 NOT_YET_RUN, "book/table1.md"),
     PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
                  "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
                  "which token associations are learned first.",
