@@ -3,9 +3,7 @@ kernel-free grid of Theorem 5."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
-import re
 import numpy as np
 import pytest
 
@@ -80,56 +78,3 @@ def test_cooccurrence_widget_follows_its_controls() -> None:
     explorer.controls["rho"].value = 0.5
     explorer.controls["channel"].value = list(explorer.controls["channel"].options)[1]  # inheritance: rho^H
     assert f"{0.5 ** 2:.4f}" in explorer.status.value
-
-
-@pytest.fixture(scope="module")
-def paper_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """A synthetic stored run of the full configuration, read back for the paper-scale claims, and its file: at
-    initialisation and on shuffled labels the diagonal scores sit near 0.5, trained near 0.9, seed noise 0.02."""
-    from joma_lib.chapters.hierarchy.table1_paper import make_table1_paper
-    from joma_lib.table1.runs import CONFIGS, Table1Result, save_result
-
-    config, path = CONFIGS["full"], tmp_path_factory.mktemp("paper") / "run.npz"
-    rng = np.random.default_rng(0)
-    shape = (len(config.settings), len(config.seeds), config.n_layers, 3)
-    trained, init, control = (mean + 0.02 * rng.standard_normal(shape) for mean in (0.9, 0.5, 0.5))
-    losses = np.ones(shape[:2])
-    save_result(Table1Result(config.settings, config.seeds, trained, init, control, losses, losses, init, control),
-                path, config)
-    return make_table1_paper(str(path)), path
-
-
-@pytest.mark.parametrize("trained_like", ["right", "init", "control"])
-def test_paper_scale_claims_tell_a_trained_network_from_its_controls(trained_like, paper_run) -> None:
-    from joma_lib.chapters.hierarchy.table1_paper import PAPER_CLAIMS
-
-    data = paper_run[0] if trained_like == "right" else dict(paper_run[0], trained=paper_run[0][trained_like])
-    verdicts = {claim.claim_id: claim.evaluate(data)[1] for claim in PAPER_CLAIMS}
-    assert len(verdicts) == 4
-    # an untrained network, or one trained on shuffled labels, scores like both controls: every claim fails
-    assert set(verdicts.values()) == {"holds" if trained_like == "right" else "fails"}, verdicts
-
-
-def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(paper_run, tmp_path) -> None:
-    import json
-    import shutil
-
-    from joma_lib.chapters.hierarchy.table1_paper import WAITING, make_table1_paper
-    from joma_lib.io import InputUnavailableError
-    from joma_lib.kit.registry import online_claims
-
-    waiting = {k: v for k, v in online_claims().items() if k.startswith("table1-paper-")}
-    assert len(waiting) == 4 and all(o.claim.kind == "paper" and o.claim.threshold_set == "before-data"
-                                     for o in waiting.values())
-    with pytest.raises(InputUnavailableError, match=re.escape(WAITING)):
-        make_table1_paper(str(tmp_path / "missing.npz"))
-    assert not bool(paper_run[0]["tf32"])
-    shutil.copy(paper_run[1], tmp_path / "run.npz")
-    manifest = json.loads(paper_run[1].with_suffix(".json").read_text())
-    for change, accepted in (({"tf32": True}, True), ({"d_model": 32}, False)):
-        (tmp_path / "run.json").write_text(json.dumps({"config": {**manifest["config"], **change}}))
-        if accepted:
-            assert bool(make_table1_paper(str(tmp_path / "run.npz"))["tf32"])
-        else:
-            with pytest.raises(ValueError, match="not made with the full configuration"):
-                make_table1_paper(str(tmp_path / "run.npz"))

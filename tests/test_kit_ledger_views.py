@@ -16,3 +16,33 @@ def test_a_figure_that_raised_is_counted_and_shown_first():
     table = ledger_views.html_table([held, raised])
     assert "1 error" in table and "<strong>error</strong>: RuntimeError: injected" in table
     assert raised.as_json()["reason"] == "RuntimeError: injected"
+
+
+def _row(claim_id: str, verdict: str, kind: str = "paper", blind: str = "") -> claims.ClaimResult:
+    return claims.ClaimResult(claim_id, "c-claimy", "Thm. 0", f"statement of {claim_id}", 1.0, "< 4", verdict, "",
+                              kind=kind, blind=blind)
+
+
+def test_a_blind_paper_claim_is_shown_but_not_counted():
+    blind = _row("toy-blind", "holds", blind="holds on the untrained network too")
+    held = _row("toy-held", "holds")
+    assert not blind.evidence and held.evidence and not _row("toy-c", "holds", kind="companion").evidence
+    assert ledger_views.headline([blind, held]) == ("paper claims: 1 hold, 0 fail, 0 not run; 1 more holds without "
+                                                    "the mechanism too (untrained or control), not counted")
+    assert "not counted: holds without the mechanism too (holds on the untrained network too)" in \
+        ledger_views.html_table([blind])
+    assert blind.as_json()["blind"] == "holds on the untrained network too" and "blind" not in held.as_json()
+
+
+def test_a_story_verdict_reads_only_the_evidence():
+    typo = _row("toy-typo", "fails", kind="companion")
+    blind = _row("toy-blind", "holds", blind="holds untrained")
+    assert ledger_views.story_verdict([_row("a", "holds"), typo]) == "holds"  # a companion failure is a caveat
+    assert ledger_views.story_verdict([_row("a", "holds"), _row("b", "fails")]) == "holds in part"
+    assert ledger_views.story_verdict([_row("b", "fails"), blind]) == "fails"  # the blind hold does not rescue it
+    assert ledger_views.story_verdict([blind, typo, _row("n", "not-run")]) == "not tested"
+    text = ledger_views.story_markdown([_row("a", "holds"), typo, blind])
+    assert text.startswith("**Verdict: holds** (1 of 1 claims of the paper that could fail without its mechanism hold)")
+    evidence, caveats = text.split("**Caveats**")
+    assert "`a`" in evidence and "`toy-typo`" in caveats and "`toy-blind`" in caveats and "`toy-typo`" not in evidence
+    assert ":::{dropdown}" in text and text.rstrip().endswith(":::")

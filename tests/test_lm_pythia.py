@@ -10,7 +10,7 @@ import torch
 from joma_lib.io import InputUnavailableError
 from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.metrics import stable_rank, uniform_causal_entropy
-from joma_lib.lm.pythia import PythiaUnavailable, checkpoint_stable_ranks, neox_config, pythia_steps
+from joma_lib.lm.pythia import PythiaUnavailable, checkpoint_stable_ranks, fig7_steps, neox_config, pythia_steps
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.step import train_run
 
@@ -23,6 +23,15 @@ def test_pythia_schedule_is_the_public_one():
     assert steps[:12] == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]
     assert steps[-1] == 143_000 and len(steps) == 154  # 11 log-spaced + 143 every 1000
     assert pythia_steps(2500, every=500) == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 1000, 1500, 2000, 2500]
+
+
+def test_fig7_reads_every_checkpoint_below_10000_then_every_8000th():
+    steps = fig7_steps()
+    assert [s for s in steps if s < 10_000] == [s for s in pythia_steps() if s < 10_000]  # 1,000 to 9,000 included
+    assert {1000, 2000, 3000} <= set(steps) and steps[-1] == 143_000
+    assert [s for s in steps if s >= 10_000] == [*range(10_000, 143_000, 8_000), 143_000]
+    assert fig7_steps(5000, dense_below=2000, sparse_every=2000) == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000,
+                                                                   2000, 4000, 5000]
 
 
 def _known_spectrum(rows: int, cols: int, singular: list[float], seed: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from joma_lib.combination_hierarchy import CombinationHierarchy
-from joma_lib.chapters.hierarchy.table1 import (
+from joma_lib.chapters.table1.table1 import (
     KINDS,
     change_alignment_margin,
     layer0_learning_margin,

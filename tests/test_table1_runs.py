@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from joma_lib.chapters.hierarchy.figures import make_table1_wide
+from joma_lib.chapters.table1.figures import make_table1_wide
 from joma_lib.table1.runs import CONFIGS, run_table1, save_result, seed_std
 
 

@@ -25,13 +25,13 @@ from joma_lib.kit.harness import (
     update_reference,
     verify,
 )
-from joma_lib.kit.ledger_views import headline, html_table
+from joma_lib.kit.ledger_views import headline, html_table, story_markdown, story_verdict
 from joma_lib.kit.parity import parity_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_spec, registry
 
 __all__ = [
     "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger", "check_claims",
     "compare", "compute", "draw", "evaluate_figure", "get_spec", "glue", "headline", "html_table", "ledger",
-    "load_reference", "load_results", "parity_table", "registry", "save_outputs", "show", "surprises",
-    "update_reference", "verify", "with_static_view",
+    "load_reference", "load_results", "parity_table", "registry", "save_outputs", "show", "story_markdown",
+    "story_verdict", "surprises", "update_reference", "verify", "with_static_view",
 ]

@@ -67,10 +67,10 @@ NOT_YET_RUN = "not yet run"
 PENDING: tuple[PendingClaim, ...] = (
     PendingClaim("table1-layer0-learns", "Table 1",
                  "Training raises the layer-0 alignment score with the level-0 latents above its value at "
-                 "initialisation.", NOT_YET_RUN, "book/hierarchy.md"),
+                 "initialisation.", NOT_YET_RUN, "book/table1.md"),
     PendingClaim("table1-level-specific", "Table 1",
                  "The hidden neurons of layer k align best with the latents of level k (not of other levels).",
-                 NOT_YET_RUN, "book/hierarchy.md"),
+                 NOT_YET_RUN, "book/table1.md"),
     PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
                  "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
                  "which token associations are learned first.",
@@ -105,6 +105,13 @@ class ClaimResult:
     threshold_set: ThresholdSet = "before-data"
     threshold_note: str = ""
     stored_run: bool = False
+    blind: str = ""
+
+    @property
+    def evidence(self) -> bool:
+        """A claim of the paper that can tell its mechanism from its absence: the only rows that count as support
+        or refutation of the paper (companion and sanity rows, and paper rows that are :attr:`blind`, are caveats)."""
+        return self.kind == "paper" and not self.blind
 
     @property
     def surprising(self) -> bool:
@@ -113,7 +120,8 @@ class ClaimResult:
 
     def as_json(self) -> dict[str, Any]:
         """The ledger row as JSON: ``id, figure, paper_ref, statement, value, threshold, verdict, page, kind,
-        threshold_set, stored_run`` (+ ``reason`` when not run or raised, + ``threshold_note`` when set after the data)."""
+        threshold_set, stored_run`` (+ ``reason`` when not run or raised, + ``threshold_note`` when set after the data,
+        + ``blind`` when the claim also holds without the mechanism)."""
         row: dict[str, Any] = {
             "id": self.claim_id, "figure": self.figure, "paper_ref": self.paper_ref, "statement": self.statement,
             "value": self.value if self.value is None or math.isfinite(self.value) else str(self.value),
@@ -123,6 +131,8 @@ class ClaimResult:
             row["reason"] = self.reason
         if self.threshold_set == "after-data":
             row["threshold_note"] = self.threshold_note
+        if self.blind:
+            row["blind"] = self.blind
         return row
 
 
@@ -138,7 +148,7 @@ def _threshold(claim: Claim) -> str:
 def _row(spec: FigureSpec, claim: Claim, value: float | None, verdict: Verdict, reason: str = "") -> ClaimResult:
     return ClaimResult(claim.claim_id, spec.fig_id, claim.paper_ref, claim.statement, value, _threshold(claim),
                        verdict, page_of(spec), claim.book_says, reason, claim.kind, claim.threshold_set,
-                       claim.threshold_note, spec.stored_run)
+                       claim.threshold_note, spec.stored_run, claim.blind)
 
 
 def evaluate_figure(fig_id: str, data: FigureData) -> list[ClaimResult]:
@@ -225,7 +235,7 @@ def online_results(ids: set[str] | None = None) -> list[ClaimResult]:
             reason = f"needs {online.needs}: {' '.join(str(err).split())}"
         rows.append(ClaimResult(claim_id, "", claim.paper_ref, claim.statement, value, _threshold(claim), verdict,
                                 online.page, claim.book_says, reason, claim.kind, claim.threshold_set,
-                                claim.threshold_note))
+                                claim.threshold_note, blind=claim.blind))
     return rows
 
 

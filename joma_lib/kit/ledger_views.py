@@ -48,9 +48,60 @@ def verdict_counts(rows: Iterable[ClaimResult]) -> dict[str, int]:
 
 
 def headline(rows: Iterable[ClaimResult]) -> str:
-    """The ledger's headline, on the paper's claims alone: ``paper claims: N hold, M fail, K not run``
-    (``, E error`` added when a figure raised)."""
-    return "paper claims: " + _counts_text(verdict_counts(r for r in rows if r.kind == "paper"))
+    """The ledger's headline, on the paper's claims that can tell its mechanism from its absence
+    (:attr:`~joma_lib.kit.claims.ClaimResult.evidence`): ``paper claims: N hold, M fail, K not run``
+    (``, E error`` added when a figure raised), then how many more paper claims are blind (not counted)."""
+    rows = list(rows)
+    text = "paper claims: " + _counts_text(verdict_counts(r for r in rows if r.evidence))
+    blind = [r for r in rows if r.kind == "paper" and r.blind]
+    if blind:
+        text += (f"; {len(blind)} more {'holds' if len(blind) == 1 else 'hold'} without the mechanism too "
+                 f"(untrained or control), not counted")
+    return text
+
+
+STORY_VERDICTS = ("holds", "fails", "holds in part", "not tested")
+"""The verdict of one result of the paper, from its evidence rows only: all hold, all fail, some of each, or
+none run (no paper claim that can tell the mechanism from its absence has a verdict)."""
+
+
+def story_verdict(rows: Iterable[ClaimResult]) -> str:
+    """One result's verdict (:data:`STORY_VERDICTS`) from the rows that are evidence; caveats do not count."""
+    verdicts = {r.verdict for r in rows if r.evidence and r.verdict != "not-run"}
+    if not verdicts:
+        return "not tested"
+    if verdicts <= {"holds"}:
+        return "holds"
+    return "fails" if "holds" not in verdicts else "holds in part"
+
+
+def _row_markdown(row: ClaimResult) -> str:
+    verdict = row.verdict + (f" ({row.reason})" if row.verdict in ("not-run", "error") else "")
+    blind = f"; holds without the mechanism too: {row.blind}" if row.blind else ""
+    return f"- *{row.kind}*, `{row.claim_id}`: {row.statement} **{verdict}**{blind}"
+
+
+def story_markdown(rows: Iterable[ClaimResult]) -> str:
+    """One result of the paper for the conclusion page, in MyST: the verdict and its count of evidence rows,
+    then a collapsed block with every row (kind, id, statement, verdict): first the evidence, then the caveats
+    (companion and sanity rows, and paper rows that hold without the mechanism)."""
+    rows = list(rows)
+    evidence = [r for r in rows if r.evidence]
+    ran = [r for r in evidence if r.verdict != "not-run"]
+    held = sum(r.verdict == "holds" for r in ran)
+    verdict = story_verdict(rows)
+    if ran:
+        count = f"{held} of {len(ran)} claims of the paper that could fail without its mechanism hold"
+    else:
+        count = "no claim of the paper that could fail without its mechanism has been run"
+    caveats = [r for r in rows if not r.evidence]
+    block = ["", ":::{dropdown} The ledger's rows for this result", "**Evidence** (claims of the paper that can "
+             "fail when the mechanism is missing):", ""]
+    block += [_row_markdown(r) for r in evidence] or ["- none"]
+    block += ["", "**Caveats** (our checks, guards, and claims that hold without the mechanism; not counted):", ""]
+    block += [_row_markdown(r) for r in caveats] or ["- none"]
+    block.append(":::")
+    return f"**Verdict: {verdict}** ({count}).\n" + "\n".join(block)
 
 
 def _counts_text(n: Mapping[str, int]) -> str:
@@ -84,6 +135,8 @@ def _verdict_html(row: ClaimResult, sources: Mapping[str, str]) -> str:
         text += f": {html.escape(row.reason)}"
     elif row.book_says == "fails":
         text += " (as the book reports)"
+    if row.blind:
+        text += f'<br><small class="joma-blind">not counted: holds without the mechanism too ({html.escape(row.blind)})</small>'
     if row.stored_run:
         text += " [stored run]"
     if row.figure and sources.get(row.figure, REGENERATED) != REGENERATED:

@@ -95,6 +95,9 @@ class Claim:
         kind: ``paper``, ``companion`` or ``sanity`` (see :data:`Kind`); keyword-only and required.
         threshold_set: ``before-data`` or ``after-data`` (see :data:`ThresholdSet`); keyword-only and required.
         threshold_note: one line, required for ``after-data``: what was seen, and what changed.
+        blind: one line, for a claim that cannot tell the mechanism from its absence (it also holds on an
+            untrained network or on a control): what else it holds on. Such a claim is shown but never counted
+            as support; empty for a claim that can fail when the mechanism is missing.
     """
 
     claim_id: str
@@ -107,6 +110,7 @@ class Claim:
     kind: Kind = field(kw_only=True)
     threshold_set: ThresholdSet = field(kw_only=True)
     threshold_note: str = field(default="", kw_only=True)
+    blind: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
         if self.relation not in _RELATIONS:
@@ -123,6 +127,8 @@ class Claim:
                              f"when threshold_set is 'after-data', got {self.threshold_note!r}")
         if "\n" in note:
             raise ValueError(f"claim {self.claim_id!r}: threshold_note must be one line, got {self.threshold_note!r}")
+        if "\n" in self.blind:
+            raise ValueError(f"claim {self.claim_id!r}: blind must be one line, got {self.blind!r}")
 
     def evaluate(self, data: FigureData) -> tuple[float, Verdict]:
         """The measured value and the verdict (``holds``/``fails``) on one figure's data."""

@@ -11,7 +11,8 @@ checkpoints. Two sources of such checkpoints:
 * **offline**: a folder holding one ``save_pretrained`` folder per step (``step0/``,
   ``step1/``, ...), the same format (the tests build one), or our own small model of the
   same architecture (:class:`NeoXLM`) trained by :mod:`joma_lib.lm.step` with
-  ``arch="gptneox"``, measured on Pythia's checkpoint schedule (:func:`pythia_steps`).
+  ``arch="gptneox"``, measured on Pythia's checkpoint schedule (:func:`pythia_steps`; Fig. 7's row reads the
+  checkpoints of :func:`fig7_steps`).
 
 ``transformers`` is imported only when a model is built or loaded.
 """
@@ -49,6 +50,22 @@ def pythia_steps(last: int = PYTHIA_LAST_STEP, every: int = 1000) -> list[int]:
     last, every = check_int("last", last, 0), check_int("every", every, 1)
     early = [0] + [2**k for k in range(every.bit_length()) if 2**k < every]
     return sorted({s for s in early if s <= last} | set(range(every, last + 1, every)))
+
+
+FIG7_DENSE_BELOW = 10_000
+"""Below this step Fig. 7's row reads every public checkpoint: the drop and its minimum fall there (our stand-in's
+minima are at steps 1,000-3,000)."""
+FIG7_SPARSE_EVERY = 8_000
+"""From :data:`FIG7_DENSE_BELOW` on, the row reads one checkpoint in this many steps (and the last one)."""
+
+
+def fig7_steps(last: int = PYTHIA_LAST_STEP, dense_below: int = FIG7_DENSE_BELOW,
+               sparse_every: int = FIG7_SPARSE_EVERY) -> list[int]:
+    """The checkpoints of :func:`pythia_steps` that Fig. 7's row reads: all of them below ``dense_below`` (the whole
+    log-spaced start and every 1,000 steps), then every ``sparse_every`` steps from ``dense_below``, and ``last``."""
+    dense_below, sparse_every = check_int("dense_below", dense_below, 1), check_int("sparse_every", sparse_every, 1)
+    steps = pythia_steps(last)
+    return [s for s in steps if s < dense_below or (s - dense_below) % sparse_every == 0 or s == steps[-1]]
 
 
 def _transformers() -> Any:
@@ -118,11 +135,11 @@ def checkpoint_stable_ranks(source: str | Path = PYTHIA_MODEL, steps: Sequence[i
     """Stable rank of every layer's ``dense_h_to_4h`` at each checkpoint (Fig. 7).
 
     ``source`` is a hub id (default Pythia-70M, online) or a folder of ``step<N>/`` checkpoints.
-    Returns ``step [S]`` and ``stable_rank [S, L]``; the default steps are every 8th of Pythia's.
+    Returns ``step [S]`` and ``stable_rank [S, L]``; the default steps are :func:`fig7_steps`.
     """
     from tqdm.auto import tqdm
 
-    steps = pythia_steps()[::8] if steps is None else [check_int("step", s, 0) for s in steps]
+    steps = fig7_steps() if steps is None else [check_int("step", s, 0) for s in steps]
     if not steps:
         raise ValueError("steps must name at least one checkpoint")
     if not Path(source).is_dir():

@@ -117,7 +117,7 @@ EXPLORER_CLAIMS = (
           "Linear case over the whole grid of target spreads and temperatures: the most salient token takes all "
           "the attention, largest final entropy", _linear_final_entropy, "<", 1e-3,
           kind="paper", threshold_set="after-data",
-          threshold_note="the book's 1e-3 bar, set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 0"),
+          threshold_note="the book's 1e-3 bar and its data first appear together in 702aadd; the value is 0"),
 )
 
 

@@ -1,4 +1,4 @@
-"""The hierarchy chapter (`book/hierarchy.md`).
+"""The hierarchy chapter (`book/hierarchy.md`): Theorem 5 and Fig. 5 (Table 1 is :mod:`joma_lib.chapters.table1`).
 
 Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer
 from joma_lib.chapters.hierarchy.figures import make_cooccurrence
-from joma_lib.chapters.hierarchy.table1 import LAYER0_MARGIN_SD, table1_markdown
 from joma_lib.chapters.hierarchy.widget import cooccurrence_widget
 from joma_lib.dynamics import blowup_time, integrate_linear
 from joma_lib.softmax_dynamics import row_entropy
@@ -24,13 +23,10 @@ from joma_lib.latent_tree import (
     cooccurrence_monte_carlo,
     sample_hblt,
 )
-from joma_lib.multilayer import TABLE1_SETTINGS, TABLE1_SPREAD, token_baseline
-from joma_lib.table1.runs import CONFIGS
 
 __all__ = [
-    "CONFIGS", "HBLT", "LAYER0_MARGIN_SD", "TABLE1_SETTINGS", "TABLE1_SPREAD", "association_dynamics",
-    "association_time", "attention_from_association", "blowup_time", "cla_height", "cla_height_matrix",
-    "cooccurrence_enumerate", "cooccurrence_exact", "cooccurrence_matrix", "cooccurrence_monte_carlo",
-    "cooccurrence_widget", "hierarchy_explorer", "integrate_linear", "make_cooccurrence", "row_entropy",
-    "sample_hblt", "table1_markdown", "token_baseline",
+    "HBLT", "association_dynamics", "association_time", "attention_from_association", "blowup_time", "cla_height",
+    "cla_height_matrix", "cooccurrence_enumerate", "cooccurrence_exact", "cooccurrence_matrix",
+    "cooccurrence_monte_carlo", "cooccurrence_widget", "hierarchy_explorer", "integrate_linear", "make_cooccurrence",
+    "row_entropy", "sample_hblt",
 ]

@@ -1,5 +1,4 @@
-"""Figures of the "Many layers" page: Theorem 5, Fig. 5 and Table 1 (made in :mod:`.table1`), and the grid of
-the page's explorer (:mod:`.grid`)."""
+"""Figures of the "Many layers" page: Theorem 5, Fig. 5, and the grid of the page's explorer (:mod:`.grid`)."""
 
 from __future__ import annotations
 
@@ -7,21 +6,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.chapters.hierarchy.grid import make_hierarchy_grid, plot_hierarchy_grid
-from joma_lib.chapters.hierarchy.table1_paper import ONLINE_CLAIMS  # noqa: F401  (the ledger finds them here)
-from joma_lib.chapters.hierarchy.table1 import (
-    LAYER0_MARGIN_SD,
-    TABLE1_CLAIMS,
-    TABLE1_VERDICTS,
-    WIDE_CHANGE_CLAIM,
-    layer0_learning_margin,
-    level_specificity,
-    make_table1,
-    make_table1_wide,
-    plot_table1,
-    plot_table1_wide,
-)
 from joma_lib.softmax_dynamics import row_entropy
-from joma_lib.kit.registry import READ_BACK, Claim, FigureData, FigureSpec, Tolerance
+from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.latent_tree import (
     HBLT,
     approximation_error_bound,
@@ -36,7 +22,6 @@ from joma_lib.latent_tree import (
     cooccurrence_monte_carlo,
     sample_hblt,
 )
-from joma_lib.multilayer import TABLE1_SPREAD
 from joma_lib.validation import check_float, check_int
 
 
@@ -277,7 +262,7 @@ COOCCURRENCE_CLAIMS = (
     Claim("thm5-decreasing-in-height", "Theorem 5",
           "Co-occurrence falls with the height H of the common ancestor: largest step-to-step change",
           lambda d: max(float(np.diff(exact).max()) for _, _, exact, _ in _cooccurrence_rows(d)), "<", 0.0,
-          kind="paper", threshold_set="before-data"),
+          kind="sanity", threshold_set="before-data"),
     Claim("thm5-one-minus-h-over-l", "Theorem 5",
           r"$\mathbb P[l\mid m] \approx 1 - H/L$ for $\rho = 1 - 1/L$: error above the bound $H(2H-1)/2L^2$ "
           "(at most 0: within it)",
@@ -292,8 +277,8 @@ FIG5_CLAIMS = (
     Claim("fig5-sparse-then-dense", "Fig. 5",
           "Attention of the query drops by > 1 nat (sparse), then spreads back: rise after the minimum (nats)",
           _fig5_bounce, ">", 0.5,
-          kind="paper", threshold_set="after-data",
-          threshold_note="the book's 0.5-nat bar, set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 1.16"),
+          kind="companion", threshold_set="after-data",
+          threshold_note="the book's 0.5-nat bar and its data first appear together in d2eb6fa; the value is 1.16"),
 )
 
 
@@ -317,53 +302,6 @@ FIGURES = [
         plot=plot_cooccurrence,
         default_tol=Tolerance(rtol=1e-9, atol=1e-12),
         claims=COOCCURRENCE_CLAIMS,
-    ),
-    FigureSpec(
-        fig_id="table1",
-        title="Hidden MLP neurons of layer k align with the latents of level k",
-        paper_ref="Table 1",
-        chapter="book/hierarchy.md",
-        make=make_table1,
-        plot=plot_table1,
-        params={"config": "quick"},
-        full_params={"config": "full"},
-        # Training amplifies last-bit differences between CPUs (vector units, BLAS kernels), so trained scores
-        # are compared to the seed spread measured on the reference run (TABLE1_SPREAD); scores at
-        # initialisation involve no training and are compared tightly. On a GPU (TF32) to twice that.
-        tolerances={
-            **{f"{kind}{suffix}": Tolerance(rtol=0.0, atol=TABLE1_SPREAD, gpu_atol=2 * TABLE1_SPREAD)
-               for kind in ("trained", "control") for suffix in ("", "_mean", "_std")},
-            **{f"init{suffix}": Tolerance(rtol=0.0, atol=1e-3, gpu_atol=0.05) for suffix in ("", "_mean", "_std")},
-            "final_loss": Tolerance(rtol=0.25, atol=0.02, gpu_atol=0.1),
-            "final_loss_control": Tolerance(rtol=0.05, atol=0.02, gpu_atol=0.1),
-        },
-        claims=TABLE1_CLAIMS + (
-            Claim("table1-layer0-learns", "Table 1",
-                  f"Training on the real labels raises the layer-0 alignment with level-0 latents more than "
-                  f"training on shuffled labels does, by at least {LAYER0_MARGIN_SD:g} pooled seed standard "
-                  f"deviations (ddof=1), in every setting.",
-                  layer0_learning_margin, ">=", LAYER0_MARGIN_SD, book_says=TABLE1_VERDICTS["table1-layer0-learns"],
-          kind="companion", threshold_set="after-data",
-          threshold_note="the margin of 2 pooled seed SDs was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is -2, far below"),
-            Claim("table1-level-specific", "Table 1",
-                  "After training, layer k aligns best with latent level k (k = 0, 1): its seed-mean score of level k "
-                  "exceeds every other layer's, in every setting.",
-                  level_specificity, ">", 0.0, book_says=TABLE1_VERDICTS["table1-level-specific"],
-          kind="paper", threshold_set="before-data"),
-        ),
-        default_tol=Tolerance(rtol=0.0, atol=1e-12),
-        trained=True,
-    ),
-    FigureSpec(
-        fig_id="c-table1-wide",
-        title="Table 1 at a larger width: the paper's score and the alignment of what training changed",
-        paper_ref="Table 1 (companion: larger run and metric)",
-        chapter="book/hierarchy.md",
-        make=make_table1_wide,
-        plot=plot_table1_wide,
-        default_tol=READ_BACK,
-        claims=(WIDE_CHANGE_CLAIM,),
-        stored_run=True,
     ),
     FigureSpec(
         fig_id="c-hierarchy-grid",

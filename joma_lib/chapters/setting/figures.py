@@ -68,7 +68,7 @@ SETTING_CLAIMS = (
           "(and the coherence must fall with d)",
           lambda d: float(np.max(d["coherence"] / d["jl_eps"])) if np.all(np.diff(d["coherence"]) < 0)
           else float("nan"), "<", 1.0,
-          kind="companion", threshold_set="before-data"),
+          kind="sanity", threshold_set="before-data"),
 )
 
 

@@ -238,7 +238,7 @@ def plot_invariant_lr_ratio(data: FigureData) -> Figure:
 
 def _any_ratio_residual(data: FigureData) -> float:
     """Largest scaled residual; NaN (so the claim fails) if some run never moved its logits to ``|z| >= 0.5``."""
-    return float(data["residual"].max()) if data["max_abs_z"].min() >= 0.5 else float("nan")
+    return float(data["residual"].max()) if data["max_abs_z"].min() >= MIN_LOGIT_MOVE else float("nan")
 
 
 def _min_nc_after_100(data: FigureData) -> float:
@@ -253,11 +253,15 @@ def _fig2_claims(variant: str, label: str, threshold: float) -> tuple[Claim, ...
         Claim(f"thm1-softmax-nc-{variant}", "Theorem 1, Fig. 2",
               f"Softmax attention, {label} X: the invariant predicts the logits, min over steps >= 100 of "
               r"$\mathrm{NC}(\hat{\mathbf z}, \mathbf z)$ (worst of 3 seeds)", _min_nc_after_100, ">=", threshold,
-              kind="paper", threshold_set="before-data"),
-        Claim(f"fig2-sum-sq-term-{variant}", "Fig. 2",
+              kind="paper", threshold_set="after-data",
+              threshold_note="set from a replica of the authors' script (min NC 0.993 Gaussian, 0.946-0.961 random), "
+                             "committed with the claim in 4830e84 after this figure's data (a08e707)"),
+        Claim(f"fig2-sum-sq-term-{variant}", "Fig. 2 (the authors' code)",
               f"{label} $X$: the " r"$\frac{1}{2T}\sum_k \mathbf v_k^2$" " term alone still predicts the logits at the "
               "end, min NC",
-              lambda d: float(d["nc_sum_sq"][:, -1].min()), ">=", 0.9, kind="paper", threshold_set="before-data"),
+              lambda d: float(d["nc_sum_sq"][:, -1].min()), ">=", 0.9, kind="companion", threshold_set="after-data",
+              threshold_note="a round 90 % bar committed with the claim in 4830e84, after this figure's data (a08e707) "
+                             "had been seen; the term is read from the authors' code, not the paper"),
     )
 
 
@@ -273,11 +277,21 @@ def _v0_late_growth(data: FigureData) -> float:
     return float(np.abs(growth[1:]).max() / growth[0]) if growth[0] > 0 else float("inf")
 
 
+MIN_LOGIT_MOVE = 0.5
+"""The logits must reach ``|z| >= 0.5`` in every run of an invariant claim: a residual is only small for a reason
+when the logits moved (a run that never leaves 0 has a zero residual and would pass vacuously)."""
+
+
 def _residual_claim(i: int, attention: str) -> Claim:
+    def residual(d: FigureData) -> float:
+        moved = d["max_abs_z"][i].min() >= MIN_LOGIT_MOVE
+        return float(d["residual"][i, :, 0].max()) if moved else float("nan")
+
     return Claim(f"thm1-{attention}-invariant", "Theorem 1",
                  f"{attention.capitalize()} attention: the invariant holds along SGD (lr 0.1) for four activations, "
-                 "max relative residual (discretisation error of order lr; tolerance 2e-2 at lr 0.1)",
-                 lambda d: float(d["residual"][i, :, 0].max()), "<=", 2e-2, kind="paper", threshold_set="before-data")
+                 "max relative residual (discretisation error of order lr; tolerance 2e-2 at lr 0.1; $|z|$ must "
+                 "reach 0.5)",
+                 residual, "<=", 2e-2, kind="paper", threshold_set="before-data")
 
 
 def _lr_halving(data: FigureData) -> float:
@@ -293,19 +307,21 @@ FIG2_CLAIMS["gaussian"] += (
           r"The softmax form assumes the mean attention $\bar{\mathbf b}_m$ constant; in Fig. 2's own run it moves: "
           r"min over seeds of $\max_t\|\bar{\mathbf b}(t) - \bar{\mathbf b}(0)\|_\infty$", lambda d: float(d["b_bar_drift"].min()), ">", 0.1,
           kind="companion", threshold_set="after-data",
-          threshold_note="the 0.1 bar was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 0.43"),
+          threshold_note="the 0.1 bar and its data first appear together in a08e707; the value is 0.43"),
 )
 FIG3_CLAIMS = (
     Claim("fig3-salient-takes-all", "Fig. 3",
           r"Linear case: the most salient component of $\mathbf v_0$ ends largest; ratio to the largest other "
           "component (absolute value)",
           _v0_lead, ">", 2.0,
-          kind="paper", threshold_set="before-data"),
+          kind="paper", threshold_set="after-data",
+          threshold_note="a factor of 2, committed with the claim in 4830e84 after this figure's data (a08e707); the "
+                         "value is 4.6"),
     Claim("fig3-others-saturate", "Fig. 3",
           "The other components stop growing: their growth over the last 500 steps relative to component 0's",
           _v0_late_growth, "<=", 0.05,
           kind="paper", threshold_set="after-data",
-          threshold_note="the 5 % bar was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 0.4 %"),
+          threshold_note="the 5 % bar and its data first appear together in a08e707; the value is 0.4 %"),
 )
 RESIDUAL_CLAIMS = (
     _residual_claim(0, "linear"),
@@ -315,7 +331,7 @@ RESIDUAL_CLAIMS = (
           r"worst $|\mathrm{ratio} - 2|$",
           _lr_halving, "<", 0.5,
           kind="companion", threshold_set="after-data",
-          threshold_note="the 0.5 bar was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 0.003"),
+          threshold_note="the 0.5 bar and its data first appear together in a08e707; the value is 0.003"),
     Claim("thm1-softmax-invariant-heterogeneous", "Theorem 1 (softmax)",
           "Softmax attention: the invariant holds as an identity on heterogeneous (Dirichlet) bags, min final "
           "relative residual; the book shows it does not", lambda d: float(d["residual"][2, :, :, -1].min()),

@@ -196,6 +196,13 @@ def _linear_monotone(data: FigureData) -> float:
     return float(np.diff(data["linear_entropy"][1:]).max())
 
 
+def _limit_gap_left(data: FigureData) -> float:
+    """|end - limit| / |minimum - limit| of the attention entropy: 0 at the limit, 1 for a curve that stops at its
+    minimum."""
+    entropy, limit = data["entropy"], float(data["entropy_limit"])
+    return float(abs(entropy[-1] - limit) / max(abs(entropy.min() - limit), 1e-12))
+
+
 def _rate_error(data: FigureData) -> float:
     """Worst relative gap at the last time (t = 200) between u_j/u_k and its limit exp((mu_j^2 - mu_k^2)/2)."""
     return float(np.abs(data["ratios"][-1] / data["ratio_limits"] - 1).max())
@@ -205,16 +212,22 @@ FIG4_CLAIMS = (
     Claim("fig4-sparse", "Fig. 4",
           r"Nonlinear dynamics: the attention entropy falls from $\ln 10$ to an interior minimum, drop in nats",
           lambda d: _drop_then_rise(d["entropy"])[0], ">=", 0.9,
-          kind="paper", threshold_set="before-data"),
+          kind="paper", threshold_set="after-data",
+          threshold_note="the 0.9-nat bar was committed with the claim in 4830e84, after this figure's data (c380f6d); "
+                         "the value is 1.36"),
     Claim("fig4-sparse-then-dense", "Fig. 4, Theorem 4",
           "Attention becomes sparse, then dense: the entropy climbs back from its interior minimum by (nats)",
           lambda d: _drop_then_rise(d["entropy"])[1], ">=", 0.2,
-          kind="paper", threshold_set="before-data"),
+          kind="paper", threshold_set="after-data",
+          threshold_note="the 0.2-nat bar was committed with the claim in 4830e84, after this figure's data (c380f6d); "
+                         "the value is 0.61"),
     Claim("fig4-entropy-limit", "Fig. 4",
-          r"The entropy heads for the fixed point $H(\mathrm{softmax}(\boldsymbol\mu^2/3))$: end value minus that "
-          "limit",
-          lambda d: float(d["entropy"][-1] - d["entropy_limit"]), "<=", 0.02,
-          kind="companion", threshold_set="before-data"),
+          r"The entropy heads for the fixed point $H(\mathrm{softmax}(\boldsymbol\mu^2/3))$: distance left at the "
+          "end, as a fraction of the distance at the entropy's minimum (a curve frozen at its minimum scores 1)",
+          _limit_gap_left, "<=", 0.2,
+          kind="companion", threshold_set="after-data",
+          threshold_note="was one-sided (end - limit <= 0.02), which a curve frozen at its minimum passes; made "
+                         "two-sided with a bar of 0.2 on the data of c380f6d, where the fraction is 0.11"),
     Claim("fig4-salient-first", "Fig. 4, Theorem 4",
           r"Larger targets are reached first: order violations in the first step where $v_j \ge 0.9\,\mu_j$",
           _order_violations, "<=", 0.0,
@@ -225,11 +238,15 @@ VARIANT_CLAIMS = (
           r"The theory's ODE $\dot{\mathbf v} = (\boldsymbol\mu - \mathbf v)\circ\exp(\mathbf v^2/2)$ (normalised): "
           "entropy rise after its interior minimum (nats)",
           lambda d: _drop_then_rise(d["ode_entropy"])[1], ">=", 0.2,
-          kind="paper", threshold_set="before-data"),
+          kind="paper", threshold_set="after-data",
+          threshold_note="fig4-sparse-then-dense's 0.2-nat bar, committed with the claim in 4830e84 after this "
+                         "figure's data (c380f6d); the value is 0.95"),
     Claim("thm2-linear-sparse", "Abstract, Theorem 2",
           "Linear case: attention only becomes sparser (most salient takes all): final entropy of the linear "
           "contrast", lambda d: float(d["linear_entropy"][-1]), "<", 0.3,
-          kind="paper", threshold_set="before-data"),
+          kind="paper", threshold_set="after-data",
+          threshold_note="the 0.3-nat bar was committed with the claim in 4830e84, after this figure's data "
+                         "(c380f6d); the value is 0"),
     Claim("thm2-linear-entropy-monotone", "Abstract, Theorem 2",
           "Linear case: the entropy never increases, largest step-to-step increase",
           _linear_monotone, "<=", 1e-12,

@@ -163,11 +163,11 @@ RELU_CLAIMS = (
           "ReLU: weights settle at cluster centres (critical points), count of runs with final cosine > 0.99",
           lambda d: float((d["cos_relu"][-1] > 0.99).sum()), ">=", 3.0,
           kind="paper", threshold_set="after-data",
-          threshold_note="the count of 3 was set in the commit that made its data (4830e84), so the history cannot show it came first; the value is 8"),
+          threshold_note="the count of 3 and its data first appear together in c380f6d; the value is 8"),
     Claim("thm3-linear-single-direction", "Theorem 3 (reconstruction)",
           "Linear activation: every start ends at the same direction, spread of final cosines",
           lambda d: float(np.ptp(d["cos_linear"][-1])), "<", 1e-6,
-          kind="paper", threshold_set="before-data"),
+          kind="sanity", threshold_set="before-data"),
 )
 
 PORTRAIT_CLAIMS = (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from joma_lib.chapters.hierarchy.table1 import pooled_margin, stored_table1
+from joma_lib.chapters.table1.table1 import pooled_margin, stored_table1
 from joma_lib.io import InputUnavailableError
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
 from joma_lib.table1.runs import CONFIGS, PAPER_RESULTS_FILE, config_record
@@ -31,7 +31,7 @@ the trained score must exceed the control's by this many pooled seed standard de
 
 
 def make_table1_paper(path: str = str(PAPER_RESULTS_FILE)) -> FigureData:
-    """:func:`~joma_lib.chapters.hierarchy.table1.stored_table1` of the stored ``full`` run, with ``tf32`` (whether
+    """:func:`~joma_lib.chapters.table1.table1.stored_table1` of the stored ``full`` run, with ``tf32`` (whether
     its float32 matrix products ran in TF32, from its manifest); :class:`~joma_lib.io.InputUnavailableError`
     (:data:`WAITING`) while the file is missing. A file whose manifest (``.json``) names another configuration is
     a :class:`ValueError`."""
@@ -74,7 +74,7 @@ PAPER_CLAIMS = tuple(
     for level in (0, 1) for kind in ("init", "control"))
 """The paper's Table 1 claim at the paper's scale, tested against both controls, for layers/levels 0 and 1."""
 
-ONLINE_CLAIMS = tuple(OnlineClaim(claim, make_table1_paper, "book/hierarchy.md",
+ONLINE_CLAIMS = tuple(OnlineClaim(claim, make_table1_paper, "book/table1.md",
                                   "the stored paper-scale Table 1 run, made on a GPU by benchmarks/gpu_checks.sh")
                       for claim in PAPER_CLAIMS)
 """The claims, found by the ledger in the chapter's figure module."""

@@ -1,0 +1,15 @@
+"""The Table 1 chapter (`book/table1.md`): do the hidden neurons of layer k align with the latents of level k?
+
+Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
+"""
+
+from __future__ import annotations
+
+from joma_lib.chapters.table1.table1 import LEVEL_MARGIN_SD, config_text, level_specificity, table1_markdown
+from joma_lib.multilayer import TABLE1_SETTINGS, TABLE1_SPREAD, token_baseline
+from joma_lib.table1.runs import CONFIGS
+
+__all__ = [
+    "CONFIGS", "LEVEL_MARGIN_SD", "TABLE1_SETTINGS", "TABLE1_SPREAD", "config_text", "level_specificity",
+    "table1_markdown", "token_baseline",
+]

@@ -1,0 +1,91 @@
+"""joma_lib.chapters.table1: the Table 1 page's configuration line, its table, and the claims' measures."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from joma_lib.chapters.table1 import config_text, level_specificity, table1_markdown
+from joma_lib.chapters.table1.table1 import level_specificity_sd
+from joma_lib.kit.harness import load_reference
+
+
+def test_a_configuration_is_named_with_its_widths_training_and_seeds():
+    assert config_text("quick") == "quick (model width 32 / MLP width 128, 300 steps x 32, lr 0.003, seeds 1-3)"
+    assert config_text("full").startswith("full (model width 1024 / MLP width 400, 10,000 steps x 128, lr 0.0001")
+    with pytest.raises(ValueError, match="config"):
+        config_text("huge")
+
+
+def test_the_table_has_one_row_per_setting_in_the_papers_layout():
+    data = load_reference("table1")
+    lines = table1_markdown(data).splitlines()
+    assert len(lines) == 2 + data["trained_mean"].shape[0] and lines[0].startswith("| p | level sizes |")
+    assert f"{data['trained_mean'][0, 0, 0]:.3f} ± {data['trained_std'][0, 0, 0]:.3f}" in lines[2]
+
+
+def test_level_specificity_in_seed_deviations_has_the_sign_of_the_raw_margin():
+    data = load_reference("table1")
+    assert np.sign(level_specificity_sd(data)) == np.sign(level_specificity(data))
+    diagonal = dict(data)
+    trained = data["trained"].copy()
+    for k in (0, 1):
+        trained[:, :, k, k] = trained[:, :, :, k].max(axis=2) + 0.1  # layer k made the best for level k
+    diagonal["trained"], diagonal["trained_mean"] = trained, trained.mean(axis=1)
+    assert level_specificity(diagonal) > 0 and level_specificity_sd(diagonal) > 2
+
+
+@pytest.fixture(scope="module")
+def paper_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """A synthetic stored run of the full configuration, read back for the paper-scale claims, and its file: at
+    initialisation and on shuffled labels the diagonal scores sit near 0.5, trained near 0.9, seed noise 0.02."""
+    from joma_lib.chapters.table1.table1_paper import make_table1_paper
+    from joma_lib.table1.runs import CONFIGS, Table1Result, save_result
+
+    config, path = CONFIGS["full"], tmp_path_factory.mktemp("paper") / "run.npz"
+    rng = np.random.default_rng(0)
+    shape = (len(config.settings), len(config.seeds), config.n_layers, 3)
+    trained, init, control = (mean + 0.02 * rng.standard_normal(shape) for mean in (0.9, 0.5, 0.5))
+    losses = np.ones(shape[:2])
+    save_result(Table1Result(config.settings, config.seeds, trained, init, control, losses, losses, init, control),
+                path, config)
+    return make_table1_paper(str(path)), path
+
+
+@pytest.mark.parametrize("trained_like", ["right", "init", "control"])
+def test_paper_scale_claims_tell_a_trained_network_from_its_controls(trained_like, paper_run) -> None:
+    from joma_lib.chapters.table1.table1_paper import PAPER_CLAIMS
+
+    data = paper_run[0] if trained_like == "right" else dict(paper_run[0], trained=paper_run[0][trained_like])
+    verdicts = {claim.claim_id: claim.evaluate(data)[1] for claim in PAPER_CLAIMS}
+    assert len(verdicts) == 4
+    # an untrained network, or one trained on shuffled labels, scores like both controls: every claim fails
+    assert set(verdicts.values()) == {"holds" if trained_like == "right" else "fails"}, verdicts
+
+
+def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(paper_run, tmp_path) -> None:
+    import json
+    import shutil
+
+    from joma_lib.chapters.table1.table1_paper import WAITING, make_table1_paper
+    from joma_lib.io import InputUnavailableError
+    from joma_lib.kit.registry import online_claims
+
+    waiting = {k: v for k, v in online_claims().items() if k.startswith("table1-paper-")}
+    assert len(waiting) == 4 and all(o.claim.kind == "paper" and o.claim.threshold_set == "before-data"
+                                     for o in waiting.values())
+    with pytest.raises(InputUnavailableError, match=re.escape(WAITING)):
+        make_table1_paper(str(tmp_path / "missing.npz"))
+    assert not bool(paper_run[0]["tf32"])
+    shutil.copy(paper_run[1], tmp_path / "run.npz")
+    manifest = json.loads(paper_run[1].with_suffix(".json").read_text())
+    for change, accepted in (({"tf32": True}, True), ({"d_model": 32}, False)):
+        (tmp_path / "run.json").write_text(json.dumps({"config": {**manifest["config"], **change}}))
+        if accepted:
+            assert bool(make_table1_paper(str(tmp_path / "run.npz"))["tf32"])
+        else:
+            with pytest.raises(ValueError, match="not made with the full configuration"):
+                make_table1_paper(str(tmp_path / "run.npz"))

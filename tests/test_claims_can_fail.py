@@ -1,0 +1,84 @@
+"""A claim is evidence only if a plausible wrong output fails it.
+
+Each test feeds one claim the committed reference data with one thing broken the way a wrong result would be
+(a curve frozen at its minimum, weights that never moved, logits that never left zero, a flat entropy with a dip
+inside the run, a control in place of the trained network) and checks the verdict turns to ``fails``. The
+paper's Table 1 claims that cannot tell training from none are checked to hold on the untrained networks and on
+the shuffled-label controls, which is what their ``blind`` note says.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from joma_lib.kit.harness import load_reference
+from joma_lib.kit.registry import Claim, FigureData, get_spec
+
+
+def claim(fig_id: str, claim_id: str) -> Claim:
+    return next(c for c in get_spec(fig_id).claims if c.claim_id == claim_id)
+
+
+def verdict(fig_id: str, claim_id: str, data: FigureData) -> str:
+    return claim(fig_id, claim_id).evaluate(data)[1]
+
+
+def test_a_fig4_entropy_frozen_at_its_minimum_misses_the_limit():
+    data = dict(load_reference("fig4"))
+    assert verdict("fig4", "fig4-entropy-limit", data) == "holds"
+    entropy = data["entropy"].copy()
+    entropy[int(np.argmin(entropy)):] = entropy.min()
+    assert verdict("fig4", "fig4-entropy-limit", {**data, "entropy": entropy}) == "fails"
+
+
+def test_relu_weights_that_never_moved_do_not_settle_at_the_centres():
+    data = dict(load_reference("c-thm3-relu"))
+    assert verdict("c-thm3-relu", "thm3-relu-settles-at-centres", data) == "holds"
+    cos = data["cos_relu"].copy()
+    cos[:] = cos[0]  # every run stays at its start
+    assert verdict("c-thm3-relu", "thm3-relu-settles-at-centres", {**data, "cos_relu": cos}) == "fails"
+
+
+@pytest.mark.parametrize("claim_id", ["thm1-exp-invariant", "thm1-linear-invariant"])
+def test_an_invariant_with_logits_that_never_moved_fails(claim_id):
+    data = dict(load_reference("c-invariant-residual"))
+    assert verdict("c-invariant-residual", claim_id, data) == "holds"
+    frozen = {**data, "residual": np.zeros_like(data["residual"]), "max_abs_z": np.zeros_like(data["max_abs_z"])}
+    assert verdict("c-invariant-residual", claim_id, frozen) == "fails"  # a zero residual for no reason
+
+
+def test_a_flat_quick_rerun_entropy_with_a_dip_inside_fails():
+    data = dict(load_reference("c-rerun-quick"))
+    assert verdict("c-rerun-quick", "fig6-rerun-bounce-quick", data) == "holds"
+    entropy = np.full_like(data["attn_entropy"], 3.0)
+    entropy[:, entropy.shape[1] // 2, :] -= 0.02  # a dip of noise size, inside the run
+    assert verdict("c-rerun-quick", "fig6-rerun-bounce-quick", {**data, "attn_entropy": entropy}) == "fails"
+
+
+def _as_trained(data: FigureData, kind: str) -> FigureData:
+    """Table 1's data with the ``kind`` networks (``init``, ``control``) in place of the trained ones."""
+    return {**data, "trained": data[kind], "trained_mean": data[f"{kind}_mean"], "trained_std": data[f"{kind}_std"]}
+
+
+@pytest.mark.parametrize("claim_id", ["table1-layer0-aligned", "table1-layer0-above-layer1"])
+@pytest.mark.parametrize("kind", ["init", "control"])
+def test_the_blind_table1_claims_hold_without_training(claim_id, kind):
+    data = load_reference("table1")
+    assert claim("table1", claim_id).blind and claim("table1", claim_id).kind == "paper"
+    assert verdict("table1", claim_id, _as_trained(data, kind)) == "holds"
+
+
+def test_table1_learning_fails_when_the_control_stands_in_for_training():
+    data = load_reference("table1")
+    assert verdict("table1", "table1-layer0-learns", _as_trained(data, "control")) == "fails"  # margin 0 < 2 SDs
+
+
+def test_a_linear_node_does_not_rest_near_the_centres_with_weight_decay():
+    """The portrait's claim counts end points on a centre: the linear node's end points (one direction for every
+    start, as Theorem 3 says of a linear update) in place of the ReLU node's fail it."""
+    data = dict(load_reference("c-thm3-portrait"))
+    assert verdict("c-thm3-portrait", "thm3-decay-rests-near-centres", data) == "holds"
+    ends, centres = data["final_linear"], data["centres"]
+    cos = (ends @ centres.T) / np.outer(np.linalg.norm(ends, axis=1), np.linalg.norm(centres, axis=1))
+    assert verdict("c-thm3-portrait", "thm3-decay-rests-near-centres", {**data, "cos_relu": cos.max(axis=1)}) == "fails"
