@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.presets import PRESETS
+from joma_lib.chapters.rerun.paper import PAPER_CLAIMS
 
 __all__ = [
+    "PAPER_CLAIMS",
     "PRESETS", "RunConfig",
 ]
