@@ -27,6 +27,7 @@ from joma_lib.kit.harness import (
 )
 from joma_lib.kit.ledger_views import headline, html_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_spec, registry
+from joma_lib.startup import check_environment
 
 __all__ = [
     "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger", "check_claims",
@@ -34,3 +35,5 @@ __all__ = [
     "load_reference", "load_results", "registry", "save_outputs", "show", "surprises", "update_reference", "verify",
     "with_static_view",
 ]
+
+check_environment()  # a page's first import: a bad environment variable fails here, before any figure is made

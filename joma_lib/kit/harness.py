@@ -23,6 +23,7 @@ import io
 import json
 import os
 import platform
+import sys
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,12 +36,20 @@ from matplotlib.figure import Figure
 
 from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
-from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
+from joma_lib.io import (
+    InputCorruptError,
+    InputUnavailableError,
+    atomic_path,
+    atomic_paths,
+    remove_stale_temps,
+    write_npz,
+)
 from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.kit.style import figure_style
 from joma_lib.lm.precision import precisions_used
+from joma_lib.startup import declare_env
 
 REFERENCE_DIR = Path(__file__).parents[1] / "figures" / "reference"
 # Figures with more values than this offer their CSV gzip-compressed (``<fig_id>.csv.gz``), so that
@@ -49,6 +58,9 @@ CSV_GZIP_ABOVE = 50_000
 PHONE_SUFFIX = "phone.png"  # the phone layout of a figure, served to narrow screens (_ext/sphinx_figures.py)
 STORE_ENV = "JOMA_FIGURE_STORE"
 """Environment variable naming the figure store (see the module docstring); unset: no store."""
+declare_env(STORE_ENV, "a folder (created when first written)", lambda _: store_dir())
+STORE_STALE_S = 3600.0
+"""Age after which a temporary file in the figure store is a killed writer's (no write there lasts this long)."""
 
 
 class MissingReferenceError(RuntimeError):
@@ -360,8 +372,12 @@ def verify(fig_id: str, reference_dir: Path | None = None) -> Comparison:
 
 
 def store_dir() -> Path | None:
-    """The figure store named by ``JOMA_FIGURE_STORE`` (None when it is unset or empty)."""
+    """The figure store named by ``JOMA_FIGURE_STORE`` (None when it is unset or empty); a file in its place is a
+    ValueError naming the variable."""
     value = os.environ.get(STORE_ENV, "")
+    if value and Path(value).exists() and not Path(value).is_dir():
+        raise ValueError(f"{STORE_ENV} must name a folder (the figure store), but {value} is a file; unset it or "
+                         "name a folder")
     return Path(value) if value else None
 
 
@@ -391,8 +407,20 @@ def load_stored(fig_id: str, store: Path) -> FigureData | None:
 def stored_or_computed(fig_id: str, store: Path | None = None, keep: bool = False) -> tuple[FigureData, bool]:
     """``fig_id``'s data with its registered params, and whether they came from ``store`` (:func:`load_stored`)
     rather than being computed now. With ``keep``, data computed now are kept in ``store`` (with the precisions
-    they were trained in), so the next caller with that store draws them instead of computing them again."""
-    stored = load_stored(fig_id, store) if store is not None else None
+    they were trained in), so the next caller with that store draws them instead of computing them again.
+
+    Opening the store removes the temporary files that writers killed at least :data:`STORE_STALE_S` ago left in
+    it. A damaged entry (:class:`CorruptReferenceError`: its npz missing, truncated or edited) is computed again,
+    with one line on stderr saying so, and with ``keep`` replaced."""
+    stored = None
+    if store is not None:
+        if store.is_dir():
+            remove_stale_temps(store, older_than=STORE_STALE_S)
+        try:
+            stored = load_stored(fig_id, store)
+        except MissingReferenceError:  # the manifest is there, the data are missing, truncated or edited
+            print(f"{fig_id}: its entry in the figure store ({reference_path(fig_id, store)}) is damaged; computing it "
+                  f"again{' and replacing it' if keep else ''}", file=sys.stderr)
     if stored is not None:
         return stored, True
     with precisions_used() as used:

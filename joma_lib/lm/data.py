@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import socket
 from collections import Counter
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from joma_lib.startup import env_flag
 from joma_lib.validation import check_choice, check_float, check_fractions, check_int
 
 CORPORA = ("wikitext2", "wikitext103", "wikivital", "ptb")
@@ -141,8 +141,7 @@ def wikitext_splits(name: str) -> Splits:
     config = HF_CONFIGS[check_choice("name", name, tuple(HF_CONFIGS))]
     if importlib.util.find_spec("datasets") is None:
         raise CorpusUnavailable(f"{name} needs the `datasets` package (pip install datasets==5.2.0)")
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or os.environ.get("HF_DATASETS_OFFLINE", "0") not in (
-            "", "0"):
+    if env_flag("HF_HUB_OFFLINE") or env_flag("HF_DATASETS_OFFLINE"):
         raise CorpusUnavailable(f"{name} needs the Hugging Face hub, but HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
     if not _hub_reachable():
         raise CorpusUnavailable(f"{name} needs the Hugging Face hub, which is not reachable from here")
