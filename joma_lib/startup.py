@@ -56,12 +56,11 @@ def check_environment() -> None:
             raise ValueError(f"environment variable {message} (allowed: {var.allowed})") from None
 
 
-def _thread_counts(value: str) -> list[int]:
-    """``OMP_NUM_THREADS``: a positive integer, or a comma-separated list of them (one per nesting level)."""
+def _thread_counts(name: str, value: str) -> list[int]:
+    """A thread count: a positive integer, or a comma-separated list of them (one per nesting level)."""
     parts = value.split(",")
     if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
-        raise ValueError(f"OMP_NUM_THREADS must be a positive integer (or a comma-separated list of them), got "
-                         f"{value!r}")
+        raise ValueError(f"{name} must be a positive integer (or a comma-separated list of them), got {value!r}")
     return [int(p) for p in parts]
 
 
@@ -79,7 +78,9 @@ def env_flag(name: str) -> bool:
 
 for _flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
     declare_env(_flag, "1/true/yes/on or 0/false/no/off", functools.partial(lambda name, _: env_flag(name), _flag))
-declare_env("OMP_NUM_THREADS", "a positive integer, or a comma-separated list of them", _thread_counts)
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # read by the OpenMP and MKL under torch, and set for children
+    declare_env(_threads, "a positive integer, or a comma-separated list of them",
+                functools.partial(_thread_counts, _threads))
 
 
 def command(body: Callable[[], int], interrupted: str = "nothing half-written was kept") -> int:

@@ -700,3 +700,63 @@ def test_an_unknown_onednn_ceiling_is_refused_with_the_valid_ones(tiny_lm, tmp_p
     assert not (tmp_path / tiny_lm[0].name).exists()  # refused before any training
     monkeypatch.setenv(cpu.ISA_ENV, "avx2")  # any case, as oneDNN reads it
     assert cpu.onednn_isa_limit() == "AVX2"
+
+
+# ------------------------------------------------------------------ a damaged figure-store entry
+
+
+@pytest.mark.parametrize("damage", ["truncate", "missing"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_damaged_store_entry_is_computed_again_with_one_line_and_replaced_with_keep(refs, tmp_path, capsys, damage,
+                                                                                        keep):
+    store = tmp_path / "store"
+    store.mkdir()
+    assert main(["verify", "--from", str(store), "--keep", "c-toy"]) == 0
+    npz = store / "c-toy.npz"
+    if damage == "truncate":
+        npz.write_bytes(npz.read_bytes()[:100])
+    else:
+        npz.unlink()
+    capsys.readouterr()
+    assert main(["verify", "--from", str(store), *(["--keep"] if keep else []), "c-toy"]) == 0
+    captured = capsys.readouterr()
+    assert "ok (computed)" in captured.out and "ERROR" not in captured.out and "figures update" not in captured.err
+    notes = [line for line in captured.err.splitlines() if "figure store" in line]
+    assert len(notes) == 1 and str(npz) in notes[0] and "computing it again" in notes[0]
+    assert ("replacing it" in notes[0]) == keep
+    if keep:
+        assert harness.load_stored("c-toy", store) is not None  # the entry is whole again
+    else:
+        with pytest.raises(harness.MissingReferenceError):  # left as it was: verify without --keep writes nothing
+            harness.load_stored("c-toy", store)
+
+
+# ------------------------------------------------------------------ Ctrl-C in every command line
+
+
+def _ctrl_c(*_: object, **__: object) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("command", ["figures verify", "figures make", "table1", "doctor", "cpu", "rerun figures"])
+def test_ctrl_c_is_one_line_and_exit_code_130_in_every_command_line(refs, tmp_path, monkeypatch, capsys, command):
+    import joma_lib.__main__ as doctor_cli
+    import joma_lib.chapters.rerun.figures as rerun_figures
+    import joma_lib.table1.cli as table1_cli
+    from joma_lib import cpu, doctor
+
+    run = {"figures verify": (harness, "compute", lambda: main(["verify", "c-toy", "c-toy2"])),
+           "figures make": (harness, "compute", lambda: main(["make", "c-toy", "--out", str(tmp_path / "out")])),
+           "table1": (table1_cli, "run_table1", lambda: table1_cli.main(["--config", "quick", "--no-progress"])),
+           "doctor": (doctor, "report", lambda: doctor_cli.main(["doctor"])),
+           "cpu": (cpu, "bf16_support", lambda: cpu.main([])),
+           "rerun figures": (rerun_figures, "plot_sweep",
+                             lambda: rerun_figures.main([str(tmp_path), "-o", str(tmp_path / "f.png")]))}
+    owner, name, call = run[command]
+    monkeypatch.setattr(owner, name, _ctrl_c)
+    if command.startswith("figures"):
+        monkeypatch.setattr("joma_lib.kit.cli.compute", _ctrl_c)
+    assert call() == 130
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "run the same command again" in err
