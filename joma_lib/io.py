@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from joma_lib.startup import declare_env
+from joma_lib.validation import check_float
 
 
 class InputUnavailableError(RuntimeError):
@@ -270,8 +271,13 @@ def fetch_url(url: str, dest: Path, timeout: float, deadline: float,
     import http.client
     import socket
     import threading
+    import urllib.parse
     import urllib.request
 
+    if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ValueError(f"url must be an http:// or https:// address, got {url!r}")
+    timeout = check_float("timeout", timeout, 0, low_open=True)
+    deadline = check_float("deadline", deadline, 0, low_open=True)
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(dest.parent, older_than=max(deadline + timeout, 600.0))

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import xlogy
 
-from joma_lib.validation import as_finite_array, check_choice, check_float, check_int
+from joma_lib.validation import as_finite_array, check_array_size, check_choice, check_float, check_int, check_work
 
 FIG4_N_TOKENS = 10
 
@@ -136,6 +136,9 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     n_steps = check_int("n_steps", n_steps, 0, 10_000_000)
     record_every = check_int("record_every", record_every, 1)
     check_choice("nonlinear", nonlinear, (True, False))
+    check_array_size("the recorded states (and their attention)", 2 * (n_steps // record_every + 2) * mu.size,
+                     f"n_steps={n_steps}, record_every={record_every}, mu of shape {mu.shape}")
+    check_work(n_steps * mu.size, f"n_steps={n_steps}, mu of shape {mu.shape}")
     steps = np.arange(0, n_steps + 1, record_every)
     if steps[-1] != n_steps:
         steps = np.append(steps, n_steps)

@@ -27,6 +27,7 @@ from joma_lib.kit.harness import (
 )
 from joma_lib.kit.ledger_views import headline, html_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_spec, registry
+from joma_lib.lm import authors as _authors  # noqa: F401 - declares JOMA_OFFICIAL_DIR, which the figures read
 from joma_lib.startup import check_environment
 
 __all__ = [

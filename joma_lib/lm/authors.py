@@ -366,9 +366,17 @@ def locate(name: str, directory: str | Path | None = None, *, download_missing: 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The list of run records in one published ``.pt`` file, loaded with ``weights_only=True`` (no code runs)."""
+    import pickle
+    import zipfile
+
     import torch
 
-    records = torch.load(Path(path), map_location="cpu", weights_only=True)
+    try:
+        records = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
+        first = " ".join(str(err).split()).split(". ")[0][:120]  # torch's first sentence, without its advice
+        raise ValueError(f"{path} is not a torch file of run records ({type(err).__name__}: {first}); fetch the "
+                         "published file again") from None
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise ValueError(f"{path} does not hold a list of run records (dicts)")
     return records

@@ -120,5 +120,8 @@ def same_config(saved: Mapping[str, Any], cfg: RunConfig) -> bool:
 
 def sweep_configs(base: RunConfig, layers: Sequence[int], lrs: Sequence[float], seeds: Sequence[int]
                   ) -> list[RunConfig]:
-    """One config per (layers, lr, seed), in that nesting order."""
+    """One config per (layers, lr, seed), in that nesting order; each axis must hold at least one value."""
+    for name, axis in (("layers", layers), ("lrs", lrs), ("seeds", seeds)):
+        if isinstance(axis, (str, bytes)) or not isinstance(axis, Sequence) or len(axis) == 0:
+            raise ValueError(f"{name} must be a non-empty list, got {axis!r}")
     return [replace(base, n_layers=n, lr=lr, seed=s).validated() for n in layers for lr in lrs for s in seeds]

@@ -59,6 +59,8 @@ class CorpusUnavailable(RuntimeError):
 
 def tokenize(line: str) -> list[str]:
     """Word-level tokens of ``line``: lower-case; ``' . , ( ) ! ?`` split off; ``" ; :`` removed."""
+    if not isinstance(line, str):
+        raise TypeError(f"line must be a str, got {type(line).__name__} {line!r:.60}")
     text = line.lower()
     for pattern, repl in _BASIC_ENGLISH:
         text = pattern.sub(repl, text)
@@ -190,6 +192,8 @@ class Vocab:
             max_size = check_int("max_size", max_size, 2)
         counts = Counter(tok for line in lines for tok in tokenize(line))
         counts.pop(UNK, None)
+        if not counts:
+            raise ValueError(f"lines must hold at least one token to build a vocabulary from, got {lines!r:.60}")
         words = sorted(counts, key=lambda w: (-counts[w], w))
         if max_size is not None:
             words = words[:max_size - 1]

@@ -168,6 +168,13 @@ def collect(runs: Sequence[Mapping[str, np.ndarray]], configs: Sequence[RunConfi
             raise ValueError(f"runs[{i}] must be a run's result with the arrays {sorted(RUN_KEYS)}, got "
                              f"{sorted(run) if isinstance(run, Mapping) else type(run).__name__} "
                              f"(missing {sorted(missing)})")
+        n = len(np.atleast_1d(run["minibatch"]))
+        shapes = {key: np.shape(run[key]) for key in sorted(RUN_KEYS)}
+        expected = {"minibatch": (n,), "val_loss": (n,), "train_loss": (n,), "attn_entropy": (n, cfg.n_layers),
+                    "stable_rank": (n, cfg.n_layers)}
+        if shapes != expected:
+            raise ValueError(f"runs[{i}] must hold one row per checkpoint and one column per layer of configs[{i}] "
+                             f"(n_layers={cfg.n_layers}): shapes {expected}, got {shapes}")
     n_ckpt = max(len(r["minibatch"]) for r in runs)
     n_layers = max(c.n_layers for c in configs)
     out = {"minibatch": np.full((len(runs), n_ckpt), -1, dtype=np.int64)}

@@ -79,6 +79,8 @@ def seed_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
     """Standard deviation over seeds with ``ddof=1`` (as the authors' table script); 0 for a single seed."""
     values = np.asarray(values, dtype=float)
     n = values.size if axis is None else values.shape[axis]
+    if n == 0:
+        raise ValueError(f"values must hold at least one seed's value, got {values!r}")
     return values.std(axis=axis, ddof=1) if n > 1 else np.zeros_like(values.mean(axis=axis))
 
 
