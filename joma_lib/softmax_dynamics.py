@@ -177,6 +177,10 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     return SoftmaxRun(steps, record, attention, np.asarray(row_entropy(attention)))
 
 
+MAX_SALIENCY = 1e6
+"""The largest |target| :func:`saliency_profile` spreads (beyond it the spread overflows float64)."""
+
+
 def saliency_profile(kind: str = "fig4", n: int = FIG4_N_TOKENS, low: float = 1.0, high: float = 4.0,
                      seed: int = 0) -> np.ndarray:
     """A sorted vector of ``n`` targets/saliencies in ``[low, high]``, for exploring the dynamics.
@@ -188,8 +192,8 @@ def saliency_profile(kind: str = "fig4", n: int = FIG4_N_TOKENS, low: float = 1.
     """
     check_choice("kind", kind, ("fig4", "linear", "geometric"))
     n = check_int("n", n, 1, 1000)
-    low = check_float("low", low)
-    high = check_float("high", high, low)
+    low = check_float("low", low, -MAX_SALIENCY, MAX_SALIENCY)
+    high = check_float("high", high, low, MAX_SALIENCY)
     if kind == "fig4":
         return low + (fig4_mu(seed, n) - 1.0) * (high - low) / 3.0
     if kind == "linear":

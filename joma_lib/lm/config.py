@@ -124,4 +124,7 @@ def sweep_configs(base: RunConfig, layers: Sequence[int], lrs: Sequence[float], 
     for name, axis in (("layers", layers), ("lrs", lrs), ("seeds", seeds)):
         if isinstance(axis, (str, bytes)) or not isinstance(axis, Sequence) or len(axis) == 0:
             raise ValueError(f"{name} must be a non-empty list, got {axis!r}")
-    return [replace(base, n_layers=n, lr=lr, seed=s).validated() for n in layers for lr in lrs for s in seeds]
+    try:
+        return [replace(base, n_layers=n, lr=lr, seed=s).validated() for n in layers for lr in lrs for s in seeds]
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{err} (in the sweep: layers={list(layers)}, lrs={list(lrs)}, seeds={list(seeds)})") from None

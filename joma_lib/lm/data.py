@@ -190,7 +190,10 @@ class Vocab:
         """Vocabulary of the tokens of ``lines``; ``max_size`` (with ``<unk>``) keeps the most frequent ones."""
         if max_size is not None:
             max_size = check_int("max_size", max_size, 2)
-        counts = Counter(tok for line in lines for tok in tokenize(line))
+        try:
+            counts = Counter(tok for line in lines for tok in tokenize(line))
+        except TypeError as err:  # a line that is not text, or lines that are not a list
+            raise TypeError(f"lines must be an iterable of str: {err}") from None
         counts.pop(UNK, None)
         if not counts:
             raise ValueError(f"lines must hold at least one token to build a vocabulary from, got {lines!r:.60}")
