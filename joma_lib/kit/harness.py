@@ -36,14 +36,8 @@ from matplotlib.figure import Figure
 
 from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
-from joma_lib.io import (
-    InputCorruptError,
-    InputUnavailableError,
-    atomic_path,
-    atomic_paths,
-    remove_stale_temps,
-    write_npz,
-)
+from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
+from joma_lib.io import remove_stale_temps, writable_dir
 from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
@@ -58,9 +52,7 @@ CSV_GZIP_ABOVE = 50_000
 PHONE_SUFFIX = "phone.png"  # the phone layout of a figure, served to narrow screens (_ext/sphinx_figures.py)
 STORE_ENV = "JOMA_FIGURE_STORE"
 """Environment variable naming the figure store (see the module docstring); unset: no store."""
-declare_env(STORE_ENV, "a folder (created when first written)", lambda _: store_dir())
-STORE_STALE_S = 3600.0
-"""Age after which a temporary file in the figure store is a killed writer's (no write there lasts this long)."""
+declare_env(STORE_ENV, "a writable folder (created if missing)", lambda value: writable_dir(value, STORE_ENV))
 
 
 class MissingReferenceError(RuntimeError):
@@ -372,12 +364,8 @@ def verify(fig_id: str, reference_dir: Path | None = None) -> Comparison:
 
 
 def store_dir() -> Path | None:
-    """The figure store named by ``JOMA_FIGURE_STORE`` (None when it is unset or empty); a file in its place is a
-    ValueError naming the variable."""
+    """The figure store named by ``JOMA_FIGURE_STORE`` (None when it is unset or empty)."""
     value = os.environ.get(STORE_ENV, "")
-    if value and Path(value).exists() and not Path(value).is_dir():
-        raise ValueError(f"{STORE_ENV} must name a folder (the figure store), but {value} is a file; unset it or "
-                         "name a folder")
     return Path(value) if value else None
 
 
@@ -407,15 +395,12 @@ def load_stored(fig_id: str, store: Path) -> FigureData | None:
 def stored_or_computed(fig_id: str, store: Path | None = None, keep: bool = False) -> tuple[FigureData, bool]:
     """``fig_id``'s data with its registered params, and whether they came from ``store`` (:func:`load_stored`)
     rather than being computed now. With ``keep``, data computed now are kept in ``store`` (with the precisions
-    they were trained in), so the next caller with that store draws them instead of computing them again.
-
-    Opening the store removes the temporary files that writers killed at least :data:`STORE_STALE_S` ago left in
-    it. A damaged entry (:class:`CorruptReferenceError`: its npz missing, truncated or edited) is computed again,
-    with one line on stderr saying so, and with ``keep`` replaced."""
+    they were trained in), so the next caller with that store draws them instead of computing them again. Opening
+    the store removes what killed writers left there an hour ago or more; a damaged entry is computed again (and with
+    ``keep`` replaced), with one line on stderr."""
     stored = None
     if store is not None:
-        if store.is_dir():
-            remove_stale_temps(store, older_than=STORE_STALE_S)
+        remove_stale_temps(store, older_than=3600.0)  # no write into the store lasts an hour
         try:
             stored = load_stored(fig_id, store)
         except MissingReferenceError:  # the manifest is there, the data are missing, truncated or edited
