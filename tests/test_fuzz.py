@@ -25,7 +25,9 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from joma_lib import bags, block, dynamics, embeddings, invariants, io, latent_tree, multilayer, ode, softmax_dynamics
+from joma_lib import attention_kinds, bags, block, dynamics, embeddings, invariants, io, latent_tree, multilayer, nonlinear
+from joma_lib import ode, saliency, softmax_dynamics
+from joma_lib import device as device_module
 from joma_lib.lm import config as lm_config
 from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
@@ -172,7 +174,27 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "io.fetch_url": (lambda url, timeout, deadline: io.fetch_url(url, io.Path("/nonexistent/f"), timeout, deadline), {
         "url": st.sampled_from(["file:///etc/passwd", "ftp://x/y", "", None, "/etc/passwd"]),
         "timeout": _num(0.1, 5), "deadline": _num(0.1, 5)}),
+    "bags.dirichlet_bags": (lambda **kw: bags.dirichlet_bags(**kw)[0], {
+        "n_context": _int(1, 6), "n_classes": _int(1, 4), "n_samples": _int(1, 8), "concentration": _num(0.1, 5),
+        "signal": _num(0, 5), "seed": _int(0, 5)}),
+    "bags.gaussian_or_random_bags": (lambda **kw: bags.gaussian_or_random_bags(**kw)[0], {
+        "variant": st.sampled_from(["gaussian", "random", "", None]), "n_distinct": _int(1, 6), "n_common": _int(1, 6),
+        "n_classes": _int(1, 6), "width": _num(1, 40), "seed": _int(0, 5)}),
+    "nonlinear.toy_mixture": (lambda d, sigma: nonlinear.toy_mixture(d, sigma).centres, {
+        "d": _int(3, 12), "sigma": _num(0.01, 1)}),
+    "saliency.sample_tokens": (lambda n_samples, grad_noise: saliency.sample_tokens(
+        saliency.toy_token_model(), n_samples, grad_noise)[2], {"n_samples": _int(1, 50), "grad_noise": _num(0, 2)}),
+    "attention_kinds.attention_kind": (lambda attention: attention_kinds.attention_kind(attention).name,
+                                       {"attention": _attn()}),
+    "device.resolve_device": (lambda device: str(device_module.resolve_device(device)), {
+        "device": st.sampled_from(["cpu", "auto", "tpu", "", 3, "CPU"])}),
+    "device.pinned_threads": (lambda threads: _pinned(threads), {"threads": _int(1, 4)}),
 }
+
+
+def _pinned(threads: Any) -> int:
+    with device_module.pinned_threads(threads):
+        return torch.get_num_threads()
 
 #: the widgets' panels, built with hostile initial values (needs ipywidgets: imported lazily)
 WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
