@@ -138,9 +138,6 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
                   stop_at: int | None, threads: int) -> dict[str, np.ndarray] | None:
     """:func:`train_run` once the run directory is locked and the thread count pinned."""
     result_path, ckpt_path = run_dir / "result.npz", run_dir / "checkpoint.pt"
-    finished = finished_result(result_path, cfg)
-    if finished is not None:
-        return finished
     dev = resolve_device(device)
     if data is None:
         data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
