@@ -33,6 +33,7 @@ from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import model as lm_model
 from joma_lib.lm import runs as lm_runs
+from joma_lib.lm import presets
 from joma_lib.lm.config import RunConfig
 from joma_lib.table1 import runs as table1_runs
 
@@ -85,6 +86,7 @@ TINY_LM = lm_model.TransformerLM(vocab_size=7, n_layers=1, d=8, d_ff=8, dropout=
 RUN = {"minibatch": np.arange(3), "val_loss": np.ones(3), "train_loss": np.ones(3), "attn_entropy": np.ones((3, 1)),
        "stable_rank": np.ones((3, 1))}
 RUN_CONFIG = RunConfig(n_layers=1)
+MIXTURE = nonlinear.toy_mixture()
 LABELS = bags.dirichlet_bags(4, 3, 6, seed=0)[1]
 STATE = block.init_state(SPEC, [0])
 #: derivatives for the ODE solver: a good one, one that is NaN at t = 0, one of the wrong shape, one that is not an array
@@ -189,6 +191,16 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "device.resolve_device": (lambda device: str(device_module.resolve_device(device)), {
         "device": st.sampled_from(["cpu", "auto", "tpu", "", 3, "CPU"])}),
     "device.pinned_threads": (lambda threads: _pinned(threads), {"threads": _int(1, 4)}),
+    "nonlinear.expected_relu_update": (lambda v, bias: nonlinear.expected_relu_update(v, bias, MIXTURE), {
+        "v": st.one_of(_arr((8,)), _arr((2, 8)), _arr((5,))), "bias": _num(-1, 1)}),
+    "nonlinear.sphere_trajectories": (lambda v0, t_eval, bias: nonlinear.sphere_trajectories(MIXTURE, v0, t_eval, bias),
+                                      {"v0": st.one_of(_arr((1, 8), 0.1, 1), _arr((3,))), "t_eval": _arr((3,), 0, 1),
+                                       "bias": _num(-1, 0)}),
+    "saliency.salient_token_dynamics": (lambda n_times, min_gap: saliency.salient_token_dynamics(
+        saliency.toy_token_model(), n_times, min_gap).attention, {"n_times": _int(2, 50), "min_gap": _num(1e-6, 1e-2)}),
+    "lm.presets.preset_configs": (lambda preset, seeds: len(presets.preset_configs(preset, seeds)), {
+        "preset": st.sampled_from(["rerun-full", "paper", "nope", "", None]),
+        "seeds": st.sampled_from([None, [1], [], [-1], "1"])}),
 }
 
 
