@@ -44,6 +44,7 @@ ONEDNN_ISA_VALUES = ("DEFAULT", "ALL", "SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX
                      "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
                      "AVX512_CORE_AMX_FP16", "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512",
                      "AVX10_2_512_AMX_2")
+ONEDNN_ISA_ALLOWED = ", ".join(ONEDNN_ISA_VALUES) + " (any case)"
 #: The CPU flags that decide which kernels oneDNN and ATen pick for bf16 (part of the cache key).
 RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_tile", "amx_int8")
 PROBE_TIMEOUT_S = 300
@@ -120,8 +121,7 @@ def user_isa_limit() -> str | None:
     if not user:
         return None
     if user.upper() not in ONEDNN_ISA_VALUES:
-        raise ValueError(f"{ISA_ENV} must be one of oneDNN's levels {list(ONEDNN_ISA_VALUES)} (any case), got "
-                         f"{user!r}; fix or unset it")
+        raise ValueError(f"{ISA_ENV} must be one of oneDNN's levels {ONEDNN_ISA_ALLOWED}, got {user!r}; fix or unset it")
     return user.upper()
 
 
@@ -164,7 +164,7 @@ def run_probe() -> Bf16Support:
 
 
 _applied: Bf16Support | None = None
-declare_env(ISA_ENV, ", ".join(ONEDNN_ISA_VALUES) + " (any case)", lambda _: user_isa_limit())
+declare_env(ISA_ENV, ONEDNN_ISA_ALLOWED, lambda _: user_isa_limit())
 declare_env(INJECT_ENV, f"sigill or sigill-above:<{'|'.join(ISA_LEVELS)}> (a test hook)", lambda _: inject_kind())
 
 

@@ -42,7 +42,7 @@ def declare_env(name: str, allowed: str, check: Callable[[str], object]) -> None
 
 def check_environment() -> None:
     """Check every declared variable that is set (to anything but an empty string): the first bad one raises a
-    ValueError that names it and its allowed values."""
+    ValueError that names it and its allowed values (once)."""
     for var in ENV_VARS.values():
         value = os.environ.get(var.name, "")
         if not value:
@@ -53,7 +53,9 @@ def check_environment() -> None:
             message = str(err)
             if var.name not in message:
                 message = f"{var.name}: {message}"
-            raise ValueError(f"environment variable {message} (allowed: {var.allowed})") from None
+            if var.allowed not in message:
+                message += f" (allowed: {var.allowed})"
+            raise ValueError(f"environment variable {message}") from None
 
 
 def _thread_counts(name: str, value: str) -> list[int]:

@@ -17,6 +17,7 @@ from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import runs as lm_runs
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.model import TransformerLM
+from joma_lib.startup import ENV_VARS
 
 
 def test_alignment_score_refuses_nan_instead_of_scoring_zero():
@@ -293,7 +294,7 @@ def test_every_command_line_refuses_a_bad_environment_before_any_work(tmp_path, 
                  lambda: table1_cli.main(["--config", "quick"])):
         assert call() == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"error: environment variable {name} ") and "allowed:" in err, err
+        assert err.startswith(f"error: environment variable {name} ") and ENV_VARS[name].allowed in err, err
     assert work == [] and not (tmp_path / "runs").exists()
 
 
@@ -309,7 +310,7 @@ def test_figures_refuse_the_variables_they_read_before_any_figure(tmp_path, monk
     monkeypatch.setattr("joma_lib.kit.cli.stored_or_computed", lambda *args, **kwargs: work.append("figure"))
     assert figures(["verify", "fig6"]) == 2 and work == []
     err = capsys.readouterr().err
-    assert err.startswith(f"error: environment variable {name} ") and "allowed:" in err, err
+    assert err.startswith(f"error: environment variable {name} ") and ENV_VARS[name].allowed in err, err
 
 
 def test_a_fresh_figures_process_refuses_a_file_as_the_authors_folder(tmp_path):
