@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from joma_lib import doctor
+from joma_lib.startup import command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="report the torch build, CPU, bf16 probe, precision, GPU, threads, data, Hub")
     parser.parse_args(argv)
-    return doctor.main()
+    return command(doctor.main)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.validation import check_array_size, check_choice, check_float, check_int
 
 
 def gaussian_or_random_bags(variant: str, n_distinct: int = 10, n_common: int = 10, n_classes: int = 20,
@@ -28,12 +28,19 @@ def gaussian_or_random_bags(variant: str, n_distinct: int = 10, n_common: int = 
         raise ValueError("n_distinct + n_common (M_C) must be >= 1")
     n_classes = check_int("n_classes", n_classes, 2)
     width = check_float("width", width, 0, low_open=True)
+    check_array_size("the bags", (n_distinct + n_common) * n_classes,
+                     f"n_distinct={n_distinct}, n_common={n_common}, n_classes={n_classes}")
     rng = np.random.default_rng(check_int("seed", seed, 0))
     X = rng.random((n_distinct + n_common, n_classes)) / 2
     if variant == "gaussian":
         centres = np.arange(n_classes) * n_distinct / n_classes
         X[:n_distinct] = np.exp(-(np.arange(n_distinct)[:, None] - centres[None, :]) ** 2 / width)
     return X / X.sum(axis=0, keepdims=True), np.arange(n_classes)
+
+
+MAX_CONCENTRATION = 1e6
+"""The largest Dirichlet concentration (and token signal) of :func:`dirichlet_bags`: beyond it the draws are the
+profile itself, and near float64's limit they overflow to NaN."""
 
 
 def dirichlet_bags(n_context: int, n_classes: int, n_samples: int, concentration: float = 1.0,
@@ -47,8 +54,10 @@ def dirichlet_bags(n_context: int, n_classes: int, n_samples: int, concentration
     n_context = check_int("n_context", n_context, 1)
     n_classes = check_int("n_classes", n_classes, 2)
     n_samples = check_int("n_samples", n_samples, 1)
-    concentration = check_float("concentration", concentration, 0, low_open=True)
-    signal = check_float("signal", signal, 0)
+    concentration = check_float("concentration", concentration, 0, MAX_CONCENTRATION, low_open=True)
+    signal = check_float("signal", signal, 0, MAX_CONCENTRATION)
+    check_array_size("the bags and class profiles", n_context * (n_samples + n_classes),
+                     f"n_context={n_context}, n_samples={n_samples}, n_classes={n_classes}")
     rng = np.random.default_rng(check_int("seed", seed, 0))
     y = np.arange(n_samples) % n_classes
     profiles = np.ones((n_classes, n_context))

@@ -31,7 +31,7 @@ import torch
 
 from joma_lib.attention_kinds import attention_kind
 from joma_lib.embeddings import orthonormal_embeddings
-from joma_lib.validation import as_finite_array, check_choice, check_float, check_int
+from joma_lib.validation import as_finite_array, check_array_size, check_choice, check_float, check_int, check_work
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "identity": lambda u: u,
@@ -241,8 +241,7 @@ def train(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockState, step
     is the one *before* update ``s + 1``.
     """
     check_state(spec, state)
-    steps = check_int("steps", steps, 1)
-    record_every = check_int("record_every", record_every, 1)
+    steps, record_every = training_length(state, steps, record_every)
     lr_z, lr_w, lr_top = learning_rates(lr_z, lr_w, lr_top)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     block = TorchBlock(spec, X, y, state.n_replicas)
@@ -269,9 +268,35 @@ def train(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockState, step
     return Trajectory(np.asarray(times, dtype=float), np.stack(zs), np.stack(Ws), np.stack(losses))
 
 
-def recorded_steps(steps: int, record_every: int) -> set[int]:
-    """The steps a training run records: ``0, record_every, ...`` and always ``steps``."""
-    return set(range(0, steps, record_every)) | {steps}
+MAX_STEPS = 10**7
+"""The longest training run of a block (about an hour on a CPU): more is refused, naming ``steps``."""
+
+
+def training_length(state: BlockState, steps: object, record_every: object) -> tuple[int, int]:
+    """Validated ``(steps, record_every)`` of a training run of ``state``: a trajectory that would not fit in memory,
+    or a run that would not end in a session, is refused up front, naming them."""
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    record_every = check_int("record_every", record_every, 1)
+    got = f"steps={steps}, record_every={record_every}, {state.z.size + state.W.size} parameters"
+    check_array_size("the recorded trajectory", (steps // record_every + 2) * (state.z.size + state.W.size), got)
+    check_work(steps * state.W.size, got)
+    return steps, record_every
+
+
+@dataclass(frozen=True)
+class RecordedSteps:
+    """The steps a training run records: ``0, record_every, ...`` and always ``steps`` (``step in`` it)."""
+
+    steps: int
+    record_every: int
+
+    def __contains__(self, step: int) -> bool:
+        return step == self.steps or (0 <= step < self.steps and step % self.record_every == 0)
+
+
+def recorded_steps(steps: int, record_every: int) -> RecordedSteps:
+    """The steps a training run records (:class:`RecordedSteps`), without listing them."""
+    return RecordedSteps(steps, record_every)
 
 
 def diverged_error(step: int, lr_z: float, lr_w: float) -> ValueError:

@@ -30,8 +30,9 @@ from joma_lib.block import (
     diverged_error,
     learning_rates,
     recorded_steps,
+    training_length,
 )
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.validation import check_choice, check_float
 
 
 def _identity_grad(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -85,8 +86,7 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
     ``A``). Only kinds with a registered ``score`` are supported (ValueError naming the kind otherwise).
     """
     check_state(spec, state)
-    steps = check_int("steps", steps, 1)
-    record_every = check_int("record_every", record_every, 1)
+    steps, record_every = training_length(state, steps, record_every)
     lr_z, lr_w, lr_top = learning_rates(lr_z, lr_w, lr_top)
     kind = attention_kind(spec.attention)
     if kind.score is None:

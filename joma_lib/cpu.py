@@ -31,12 +31,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from joma_lib.io import atomic_path, cache_dir
+from joma_lib.startup import command, declare_env
 
 ISA_ENV = "ONEDNN_MAX_CPU_ISA"
 INJECT_ENV = "JOMA_PROBE_INJECT"
 #: oneDNN instruction-set ceilings tried in turn: none (``DEFAULT``: AMX where the CPU says so), AVX-512 with
 #: bf16 instructions, plain AVX-512, AVX2.
 ISA_LEVELS = ("DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE", "AVX2")
+#: every value oneDNN takes for ``ONEDNN_MAX_CPU_ISA`` (any case; aliases included): anything else is refused, since
+#: oneDNN would ignore it while the verdict and the results recorded it as the ceiling in force
+ONEDNN_ISA_VALUES = ("DEFAULT", "ALL", "SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                     "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
+                     "AVX512_CORE_AMX_FP16", "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512",
+                     "AVX10_2_512_AMX_2")
+ONEDNN_ISA_ALLOWED = ", ".join(ONEDNN_ISA_VALUES) + " (any case)"
 #: The CPU flags that decide which kernels oneDNN and ATen pick for bf16 (part of the cache key).
 RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_tile", "amx_int8")
 PROBE_TIMEOUT_S = 300
@@ -106,10 +114,21 @@ def cache_file() -> Path:
     return cache_dir() / f"bf16-probe-{_cache_key()}.json"
 
 
+def user_isa_limit() -> str | None:
+    """The ceiling the user set in ``ONEDNN_MAX_CPU_ISA`` (upper case), None when unset; a value oneDNN does not
+    know (:data:`ONEDNN_ISA_VALUES`) raises a ValueError naming the variable and the valid values."""
+    user = os.environ.get(ISA_ENV)
+    if not user:
+        return None
+    if user.upper() not in ONEDNN_ISA_VALUES:
+        raise ValueError(f"{ISA_ENV} must be one of oneDNN's levels {ONEDNN_ISA_ALLOWED}, got {user!r}; fix or unset it")
+    return user.upper()
+
+
 def _levels_to_try() -> tuple[str, ...]:
     """A ceiling the user set is respected (only it is tried); otherwise every level of :data:`ISA_LEVELS`."""
-    user = os.environ.get(ISA_ENV)
-    return (user.upper(),) if user else ISA_LEVELS
+    user = user_isa_limit()
+    return (user,) if user else ISA_LEVELS
 
 
 def _probe_level(level: str) -> tuple[bool, str, str]:
@@ -145,6 +164,8 @@ def run_probe() -> Bf16Support:
 
 
 _applied: Bf16Support | None = None
+declare_env(ISA_ENV, ONEDNN_ISA_ALLOWED, lambda _: user_isa_limit())
+declare_env(INJECT_ENV, f"sigill or sigill-above:<{'|'.join(ISA_LEVELS)}> (a test hook)", lambda _: inject_kind())
 
 
 def bf16_support(refresh: bool = False) -> Bf16Support:
@@ -156,6 +177,7 @@ def bf16_support(refresh: bool = False) -> Bf16Support:
     ``refresh=True`` probes again instead of reading the cache.
     """
     global _applied
+    user_isa_limit()  # a ceiling oneDNN does not know is refused before anything is probed or recorded
     if _applied is not None and not refresh:
         return _applied
     path = cache_file()
@@ -185,20 +207,33 @@ def bf16_support(refresh: bool = False) -> Bf16Support:
 
 
 def onednn_isa_limit() -> str:
-    """The oneDNN ceiling in force in this process: ``ONEDNN_MAX_CPU_ISA`` or ``"DEFAULT"``."""
-    return os.environ.get(ISA_ENV, "DEFAULT")
+    """The oneDNN ceiling in force in this process: ``ONEDNN_MAX_CPU_ISA`` (checked, :func:`user_isa_limit`) or
+    ``"DEFAULT"``."""
+    return user_isa_limit() or "DEFAULT"
+
+
+def inject_kind() -> tuple[str, str]:
+    """The test hook of :data:`INJECT_ENV`: ``("", "")`` when unset, ``("sigill", "")`` or
+    ``("sigill-above", level)``; anything else is a ValueError naming the variable."""
+    inject = os.environ.get(INJECT_ENV, "")
+    if inject in ("", "sigill"):
+        return inject, ""
+    kind, _, floor = inject.partition(":")
+    if kind != "sigill-above" or floor not in ISA_LEVELS:
+        raise ValueError(f"{INJECT_ENV} must be 'sigill' or 'sigill-above:<{'|'.join(ISA_LEVELS)}>', got {inject!r}")
+    return kind, floor
 
 
 def _inject() -> None:
     """The test hook of :data:`INJECT_ENV` (see the module docstring), run first in the probe child."""
-    inject = os.environ.get(INJECT_ENV, "")
-    if not inject:
-        return
-    if inject == "sigill":
+    try:
+        kind, floor = inject_kind()
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    if kind == "sigill":
         os.kill(os.getpid(), signal.SIGILL)
-    kind, _, floor = inject.partition(":")
-    if kind != "sigill-above" or floor not in ISA_LEVELS:
-        raise SystemExit(f"{INJECT_ENV} must be 'sigill' or 'sigill-above:<{'|'.join(ISA_LEVELS)}>', got {inject!r}")
+    if not kind:
+        return
     level = os.environ.get(ISA_ENV, "DEFAULT").upper()
     if level not in ISA_LEVELS or ISA_LEVELS.index(level) < ISA_LEVELS.index(floor):
         os.kill(os.getpid(), signal.SIGILL)
@@ -235,8 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["--child"]:
         _child()
         return 0
-    print(bf16_support(refresh="--refresh" in args).summary())
-    return 0
+    if args not in ([], ["--refresh"]):
+        print(f"usage: python -m joma_lib.cpu [--refresh]; unknown arguments {args}", file=sys.stderr)
+        return 2
+
+    def verdict() -> int:
+        print(bf16_support(refresh=args == ["--refresh"]).summary())
+        return 0
+    return command(verdict, interrupted="the probe's verdict was not kept")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,20 @@ from contextlib import contextmanager
 
 import torch
 
+from joma_lib.startup import declare_env
 from joma_lib.validation import check_choice, check_int
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+DEVICE_ENV = "JOMA_DEVICE"
+declare_env(DEVICE_ENV, ", ".join(DEVICE_CHOICES), lambda value: check_choice(DEVICE_ENV, value, DEVICE_CHOICES))
 
 
 def resolve_device(device: str | None = None) -> torch.device:
     """Turn ``auto|cpu|cuda`` (default: ``$JOMA_DEVICE`` or ``auto``) into a :class:`torch.device`."""
-    name = device if device is not None else os.environ.get("JOMA_DEVICE", "auto")
-    check_choice("device", name, DEVICE_CHOICES)
+    if device is None:
+        name = check_choice(DEVICE_ENV, os.environ.get(DEVICE_ENV) or "auto", DEVICE_CHOICES)
+    else:
+        name = check_choice("device", device, DEVICE_CHOICES)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():

@@ -18,6 +18,7 @@ import torch
 from joma_lib.cpu import bf16_support, cache_file, cpu_identity, onednn_isa_limit
 from joma_lib.lm.authors import OFFICIAL_FILES, search_dirs
 from joma_lib.lm.presets import preset_auto_choice
+from joma_lib.startup import env_flag
 
 AUTO_PRESET = "rerun-quick"
 HUB_HOST, HUB_TIMEOUT_S = "huggingface.co", 3.0
@@ -32,7 +33,7 @@ def _authors_files() -> str:
 
 
 def _hub() -> str:
-    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+    if env_flag("HF_HUB_OFFLINE"):
         return "not asked (HF_HUB_OFFLINE is set)"
     try:
         with socket.create_connection((HUB_HOST, 443), timeout=HUB_TIMEOUT_S):

@@ -281,6 +281,9 @@ def convergence_rate_ratio(mu: object, t_eval: object, j: int = 0, k: int = 1,
     mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
     n = mu.shape[-1]
     j, k = check_int("j", j, 0, n - 1), check_int("k", k, 0, n - 1)
+    if j == k:
+        raise ValueError(f"j and k must name two different components (the ratio of one with itself is 1), got j={j}, "
+                         f"k={k}")
     sol = integrate_nonlinear(mu, t_eval, v0)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(sol.u[..., k] != 0, sol.u[..., j] / sol.u[..., k], np.nan)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from joma_lib.validation import as_finite_array, check_int
+from joma_lib.validation import as_finite_array, check_array_size, check_int
 
 
 def orthonormal_embeddings(d: int, n_tokens: int, seed: int | None = 0) -> np.ndarray:
@@ -23,6 +23,7 @@ def orthonormal_embeddings(d: int, n_tokens: int, seed: int | None = 0) -> np.nd
     """
     n_tokens = check_int("n_tokens", n_tokens, 1)
     d = check_int("d", d, n_tokens)
+    check_array_size("the embedding matrix", d * n_tokens, f"d={d}, n_tokens={n_tokens}")
     if seed is None:
         return np.eye(d, n_tokens)
     rng = np.random.default_rng(check_int("seed", seed, 0))

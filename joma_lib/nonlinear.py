@@ -81,7 +81,8 @@ def _check_state(v: object, bias: object, d: int) -> tuple[np.ndarray, np.ndarra
     if v.shape[-1] != d:
         raise ValueError(f"v must have {d} components on its last axis, got shape {v.shape}")
     if np.any(np.linalg.norm(v, axis=-1) == 0):
-        raise ValueError("v must be non-zero (the ReLU update involves v/||v||)")
+        raise ValueError(f"v must be non-zero (the ReLU update involves v/||v||), got norms "
+                         f"{np.linalg.norm(v, axis=-1)!r:.80}")
     return v, np.broadcast_to(as_finite_array("bias", bias), v.shape[:-1])
 
 

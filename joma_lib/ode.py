@@ -58,7 +58,14 @@ def integrate_autonomous(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0
     # initial step: 1% of the time scale |y| / |dy/dt| (Hairer, Norsett & Wanner, II.4)
     scale = atol + rtol * np.abs(y)
     d0 = np.sqrt(np.mean((y / scale) ** 2, axis=1))
-    d1 = np.sqrt(np.mean((rhs(y, np.arange(rows)) / scale) ** 2, axis=1))
+    dy0 = np.asarray(rhs(y, np.arange(rows)))
+    if dy0.shape != y.shape:
+        raise ValueError(f"rhs must return one derivative per entry of y0, shape {y.shape}, got shape {dy0.shape}")
+    if not np.all(np.isfinite(dy0)):
+        bad = np.flatnonzero(~np.all(np.isfinite(dy0), axis=1))
+        raise ValueError(f"rhs must be finite at y0, got a NaN or inf derivative at t = 0 in rows {bad[:5].tolist()}"
+                         f"{' ...' if bad.size > 5 else ''} of y0")
+    d1 = np.sqrt(np.mean((dy0 / scale) ** 2, axis=1))
     h = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.maximum(d1, 1e-300))
     for _ in range(max_steps):
         act = np.flatnonzero(nxt < t_eval.size)

@@ -115,7 +115,7 @@ def sample_tokens(model: TokenModel, n_samples: int, grad_noise: float = 0.5,
     class mean, as it would with a trained readout.
     """
     n = check_int("n_samples", n_samples, 1, 10**8)
-    noise = check_float("grad_noise", grad_noise, 0)
+    noise = check_float("grad_noise", grad_noise, 0, 1e6)  # beyond, the noise alone overflows float64's sums
     rng = np.random.default_rng(check_int("seed", seed, 0))
     y = rng.choice(model.class_prob.size, size=n, p=model.class_prob)
     x = (rng.random((n, model.presence.shape[1])) < model.presence[y]).astype(np.float64)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import xlogy
 
-from joma_lib.validation import as_finite_array, check_choice, check_float, check_int
+from joma_lib.validation import as_finite_array, check_array_size, check_choice, check_float, check_int, check_work
 
 FIG4_N_TOKENS = 10
 
@@ -136,6 +136,9 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     n_steps = check_int("n_steps", n_steps, 0, 10_000_000)
     record_every = check_int("record_every", record_every, 1)
     check_choice("nonlinear", nonlinear, (True, False))
+    check_array_size("the recorded states (and their attention)", 2 * (n_steps // record_every + 2) * mu.size,
+                     f"n_steps={n_steps}, record_every={record_every}, mu of shape {mu.shape}")
+    check_work(n_steps * mu.size, f"n_steps={n_steps}, mu of shape {mu.shape}")
     steps = np.arange(0, n_steps + 1, record_every)
     if steps[-1] != n_steps:
         steps = np.append(steps, n_steps)
@@ -174,6 +177,10 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     return SoftmaxRun(steps, record, attention, np.asarray(row_entropy(attention)))
 
 
+MAX_SALIENCY = 1e6
+"""The largest |target| :func:`saliency_profile` spreads (beyond it the spread overflows float64)."""
+
+
 def saliency_profile(kind: str = "fig4", n: int = FIG4_N_TOKENS, low: float = 1.0, high: float = 4.0,
                      seed: int = 0) -> np.ndarray:
     """A sorted vector of ``n`` targets/saliencies in ``[low, high]``, for exploring the dynamics.
@@ -185,8 +192,8 @@ def saliency_profile(kind: str = "fig4", n: int = FIG4_N_TOKENS, low: float = 1.
     """
     check_choice("kind", kind, ("fig4", "linear", "geometric"))
     n = check_int("n", n, 1, 1000)
-    low = check_float("low", low)
-    high = check_float("high", high, low)
+    low = check_float("low", low, -MAX_SALIENCY, MAX_SALIENCY)
+    high = check_float("high", high, low, MAX_SALIENCY)
     if kind == "fig4":
         return low + (fig4_mu(seed, n) - 1.0) * (high - low) / 3.0
     if kind == "linear":

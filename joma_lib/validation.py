@@ -59,6 +59,31 @@ def check_float(
     return x
 
 
+MAX_ARRAY_VALUES = 2 * 10**8
+"""The most values one array a public function allocates may hold (1.5 GiB of float64): more is refused up front,
+naming the arguments, instead of a MemoryError (or swapping) deep inside numpy or torch."""
+
+
+def check_array_size(what: str, n_values: int, got: str) -> None:
+    """Refuse ``what`` (e.g. "the recorded states") of ``n_values`` values above :data:`MAX_ARRAY_VALUES`, with a
+    ValueError saying which arguments asked for it (``got``, e.g. ``"n_steps=10000000, mu of shape (1000, 1000)"``)."""
+    if n_values > MAX_ARRAY_VALUES:
+        raise ValueError(f"{what} would hold {n_values:.3g} values ({8 * n_values / 2**30:.3g} GiB of float64), more "
+                         f"than the {MAX_ARRAY_VALUES:.0e} allowed: reduce them, got {got}")
+
+
+MAX_WORK = 10**11
+"""The most elementary updates (steps x values) an iterative public function runs: about an hour of numpy; more
+would not finish in a session, and is refused up front."""
+
+
+def check_work(n_updates: int, got: str) -> None:
+    """Refuse a computation of more than :data:`MAX_WORK` elementary updates, naming the arguments (``got``)."""
+    if n_updates > MAX_WORK:
+        raise ValueError(f"the computation would take {n_updates:.3g} updates (steps x values), more than the "
+                         f"{MAX_WORK:.0e} that finish in about an hour: reduce them, got {got}")
+
+
 def check_choice(name: str, value: T, choices: Iterable[T]) -> T:
     """Return ``value`` if it is one of ``choices``; raise with the list of allowed values otherwise."""
     options = list(choices)
@@ -73,6 +98,8 @@ def as_finite_array(name: str, value: object, min_ndim: int = 0, nonzero: bool =
     ``nonzero=True`` additionally demands that every entry is non-zero.
     """
     try:
+        if isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind in "USO" and not _numbers(value):
+            raise TypeError("text is not a number")  # numpy would read "3" as 3.0
         arr = np.array(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be an array of finite numbers, got {value!r}") from exc
@@ -84,6 +111,11 @@ def as_finite_array(name: str, value: object, min_ndim: int = 0, nonzero: bool =
     if nonzero and np.any(arr == 0):
         raise ValueError(f"{name} must have no zero entries, got {value!r}")
     return arr
+
+
+def _numbers(value: object) -> bool:
+    """Whether an object array (a list of mixed items) holds numbers only (no text)."""
+    return all(not isinstance(v, (str, bytes)) for v in np.asarray(value, dtype=object).ravel())
 
 
 def check_broadcast(name: str, value: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:

@@ -17,6 +17,7 @@ from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import runs as lm_runs
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.model import TransformerLM
+from joma_lib.startup import ENV_VARS
 
 
 def test_alignment_score_refuses_nan_instead_of_scoring_zero():
@@ -157,3 +158,170 @@ def test_panels_refuse_initial_values_instead_of_clamping_them(panel, bad, messa
         make(**bad)
     values = make(**good).values
     assert {k: values[k] for k in good} == good
+
+
+#: a third hostile probe (deep: an error from inside numpy, torch or pathlib, or a huge allocation; silent: garbage
+#: or nothing) and the message each call gets now
+def _spec_and_state():
+    spec = block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2, attention="softmax")
+    X, y = bags.dirichlet_bags(4, 3, 6, seed=0)
+    return spec, X, y, block.init_state(spec, [0])
+
+
+def _ode(rhs):
+    from joma_lib.ode import integrate_autonomous
+
+    return lambda: integrate_autonomous(rhs, np.ones((2, 3)), [0.0, 1.0])
+
+
+THIRD_PROBE = {
+    "block.train(steps=1e9)": (lambda: block.train(*_spec_and_state(), steps=10**9),
+                               r"steps must be an integer in \[1, 1e\+07\], got 1000000000"),
+    "block.train(steps=1e7, every step)": (lambda: block.train(*_spec_and_state(), steps=10**7),
+                                           r"the recorded trajectory would hold .* GiB.*got steps=10000000, record_every=1"),
+    "integrate_autonomous(NaN at t=0)": (_ode(lambda y, rows: np.full_like(y, np.nan)),
+                                         r"rhs must be finite at y0, got a NaN or inf derivative at t = 0 in rows"),
+    "integrate_autonomous(wrong shape)": (_ode(lambda y, rows: y[:, :2]),
+                                          r"rhs must return one derivative per entry of y0, shape \(2, 3\), got shape"),
+    "simulate_softmax_attention(1000x1000, 1e7 steps)": (lambda: softmax_dynamics.simulate_softmax_attention(
+        np.ones((1000, 1000)), n_steps=10**7), r"recorded states .* GiB .*got n_steps=10000000, record_every=1, mu of"),
+    "simulate_softmax_attention(work)": (lambda: softmax_dynamics.simulate_softmax_attention(
+        np.ones((1000, 1000)), n_steps=10**6, record_every=10**6), r"10\^11|1e\+11 that finish.*got n_steps=1000000"),
+    "orthonormal_embeddings(d=1e12)": (lambda: embeddings.orthonormal_embeddings(10**12, 3),
+                                       r"the embedding matrix would hold 3e\+12 values .*got d=1000000000000"),
+    "tokenize(None)": (lambda: lm_data.tokenize(None), "line must be a str, got NoneType"),
+    "collect(mis-shaped)": (lambda: lm_runs.collect([{"minibatch": np.arange(3), "val_loss": np.ones(2),
+                                                      "train_loss": np.ones(3), "attn_entropy": np.ones((3, 1)),
+                                                      "stable_rank": np.ones((3, 1))}], [RunConfig(n_layers=1)]),
+                            r"runs\[0\] must hold one row per checkpoint .*got .*'val_loss': \(2,\)"),
+    "smallest_nc({})": (lambda: importlib.import_module("joma_lib.chapters.theorem1.grid").smallest_nc({}),
+                        "data must be the grid figure's data, with the arrays 'nc' and 'steps', got"),
+    "fetch_url(timeout=-1)": (lambda: _fetch(timeout=-1.0), r"timeout must be in \(0, inf\), got -1.0"),
+    "fetch_url(deadline=nan)": (lambda: _fetch(deadline=float("nan")), "deadline must be a finite number .*got nan"),
+    "fetch_url(file://)": (lambda: _fetch(url="file:///etc/passwd"), "url must be an http:// or https:// address, got"),
+    "softmax_attention(temperature='3')": (lambda: softmax_dynamics.softmax_attention(np.ones((2, 3)), "3"),
+                                          "temperature must be an array of finite numbers, got '3'"),
+    "convergence_rate_ratio(j == k)": (lambda: dynamics.convergence_rate_ratio([1.0, 2.0], [0.0, 1.0], j=1, k=1),
+                                       "j and k must name two different components .*got j=1, k=1"),
+    "Vocab.build([])": (lambda: lm_data.Vocab.build([]), "lines must hold at least one token .*got"),
+    "causal_mask(0)": (lambda: importlib.import_module("joma_lib.lm.model").causal_mask(0),
+                       r"t must be an integer in \[1, 1.04858e\+06\], got 0"),
+    "sweep_configs(layers=[])": (lambda: importlib.import_module("joma_lib.lm.config").sweep_configs(
+        RunConfig(), [], [1e-3], [1]), r"layers must be a non-empty list, got \[\]"),
+    "seed_std([])": (lambda: importlib.import_module("joma_lib.table1.runs").seed_std(np.array([])),
+                     "values must hold at least one seed's value, got"),
+}
+
+
+def _fetch(url: str = "http://127.0.0.1:9/x", timeout: float = 1.0, deadline: float = 1.0) -> None:
+    from pathlib import Path
+
+    from joma_lib.io import fetch_url
+
+    fetch_url(url, Path("/nonexistent/never-written"), timeout=timeout, deadline=deadline)
+
+
+@pytest.mark.parametrize("case", sorted(THIRD_PROBE))
+def test_the_third_probe_gets_clear_errors_before_any_work(case):
+    import time
+
+    call, message = THIRD_PROBE[case]
+    start = time.monotonic()
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
+    assert time.monotonic() - start < 5.0  # refused at the entry point, not after the work
+
+
+# ------------------------------------------------------------------ bad command lines and environments
+
+
+def _lm(args: list[str]) -> int:
+    from joma_lib.lm.cli import main
+
+    return main(args)
+
+
+@pytest.fixture
+def no_corpus(monkeypatch):
+    """The corpus loader of ``lm run``: it must never be reached by a command refused at its start."""
+    import joma_lib.lm.sweep as sweep_module
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("the corpus was loaded before the bad argument was refused")
+
+    monkeypatch.setattr(sweep_module, "load_lm_data", refuse)
+
+
+def _tiny_run_args(out: str, *extra: str) -> list[str]:
+    return ["run", "--data", "ptb", "--steps", "4", "--eval-interval", "2", "--d", "16", "--d-ff", "16",
+            "--max-vocab", "200", "--device", "cpu", "--no-progress", "--out", out, *extra]
+
+
+@pytest.mark.parametrize("case", ["out is a file", "results is a folder", "status of a missing folder"])
+def test_lm_paths_are_checked_before_any_work(tmp_path, capsys, no_corpus, case):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    args = {"out is a file": _tiny_run_args(str(a_file)),
+            "results is a folder": _tiny_run_args(str(tmp_path / "runs"), "--results", str(tmp_path)),
+            "status of a missing folder": ["status", "--out", str(tmp_path / "missing")]}[case]
+    assert _lm(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert {"out is a file": "--out must be a folder of runs, but", "results is a folder": "--results must name a file",
+            "status of a missing folder": "--out must be an existing folder of runs"}[case] in err
+
+
+def test_the_probe_command_refuses_unknown_options(capsys):
+    from joma_lib import cpu
+
+    assert cpu.main(["--bogus"]) == 2
+    assert "unknown arguments ['--bogus']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, value", [("JOMA_DEVICE", "tpu"), ("JOMA_CACHE", "<file>"), ("OMP_NUM_THREADS", "abc")])
+def test_every_command_line_refuses_a_bad_environment_before_any_work(tmp_path, monkeypatch, capsys, no_corpus,
+                                                                      name, value):
+    import joma_lib.table1.cli as table1_cli
+    from joma_lib.kit.cli import main as figures
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    monkeypatch.setenv(name, str(a_file) if value == "<file>" else value)
+    work: list[str] = []
+    monkeypatch.setattr("joma_lib.kit.cli.stored_or_computed", lambda *args, **kwargs: work.append("figure"))
+    monkeypatch.setattr(table1_cli, "run_table1", lambda *args, **kwargs: work.append("table1"))
+    for call in (lambda: figures(["verify", "fig4"]), lambda: _lm(_tiny_run_args(str(tmp_path / "runs"))),
+                 lambda: table1_cli.main(["--config", "quick"])):
+        assert call() == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: environment variable {name} ") and ENV_VARS[name].allowed in err, err
+    assert work == [] and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name, value", [("JOMA_FIGURE_STORE", "<file>"), ("JOMA_OFFICIAL_DIR", "<file>"),
+                                         ("JOMA_PRECISION", "fp16"), ("ONEDNN_MAX_CPU_ISA", "bogus")])
+def test_figures_refuse_the_variables_they_read_before_any_figure(tmp_path, monkeypatch, capsys, name, value):
+    from joma_lib.kit.cli import main as figures
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    monkeypatch.setenv(name, str(a_file) if value == "<file>" else value)
+    work: list[str] = []
+    monkeypatch.setattr("joma_lib.kit.cli.stored_or_computed", lambda *args, **kwargs: work.append("figure"))
+    assert figures(["verify", "fig6"]) == 2 and work == []
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: environment variable {name} ") and ENV_VARS[name].allowed in err, err
+
+
+def test_a_fresh_figures_process_refuses_a_file_as_the_authors_folder(tmp_path):
+    """In a process of its own (only the modules the command imports have declared their variables)."""
+    import os
+    import subprocess
+    import sys
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "joma_lib.figures", "verify", "fig6"], capture_output=True, text=True,
+                          env={**os.environ, "JOMA_OFFICIAL_DIR": str(a_file)}, timeout=120)
+    assert proc.returncode == 2 and "SKIPPED" not in proc.stdout
+    assert proc.stderr.startswith("error: environment variable JOMA_OFFICIAL_DIR must name an existing folder")

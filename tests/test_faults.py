@@ -492,3 +492,271 @@ def main_lm(args):
     from joma_lib.lm.cli import main as lm_main
 
     return lm_main(args)
+
+
+# ------------------------------------------------------------------ a run's files damaged, half written or planted
+
+
+def _flip(path: Path, at: float, n: int = 8) -> None:
+    """Fault injection: flip ``n`` bytes of ``path`` starting at the fraction ``at`` of its length."""
+    data = bytearray(path.read_bytes())
+    start = min(int(len(data) * at), len(data) - n)
+    data[start:start + n] = bytes(b ^ 0xFF for b in data[start:start + n])
+    path.write_bytes(bytes(data))
+
+
+def _lm_args(cfg, out) -> list[str]:
+    return ["run", "--data", "ptb", "--layers", str(cfg.n_layers), "--lr", str(cfg.lr), "--seeds", str(cfg.seed),
+            "--steps", str(cfg.steps), "--eval-interval", str(cfg.eval_interval), "--eval-chunks", "2",
+            "--seq-len", "10", "--batch-size", "4", "--eval-batch-size", "3", "--max-vocab", "200", "--d", "16",
+            "--d-ff", "16", "--device", "cpu", "--no-progress", "--out", str(out)]
+
+
+@pytest.fixture
+def lm_cli(tiny_lm, monkeypatch):
+    """``python -m joma_lib.lm run`` of the tiny run into a folder: ``(exit code, stderr)``."""
+    import joma_lib.lm.sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_lm[1])
+
+    def run(out, capsys):
+        code = main_lm(_lm_args(tiny_lm[0], out))
+        return code, capsys.readouterr().err
+    return run
+
+
+@pytest.mark.parametrize("at", [0.25, 0.5, 0.75, 0.98])
+def test_a_damaged_checkpoint_is_refused_naming_the_file_and_the_way_out(tiny_lm, tmp_path, lm_cli, capsys, at):
+    _train(tiny_lm, tmp_path, stop_at=4)
+    ckpt = tmp_path / tiny_lm[0].name / "checkpoint.pt"
+    _flip(ckpt, at)
+    with pytest.raises(ValueError, match=r"checkpoint.pt is damaged: its sha256 .*delete it and checkpoint.pt.sha256 "
+                                         "to train the run again from step 0"):
+        _train(tiny_lm, tmp_path)
+    code, err = lm_cli(tmp_path, capsys)
+    assert code == 2 and err.startswith("error: ") and str(ckpt) in err and len(err.strip().splitlines()) == 1
+    assert not (ckpt.parent / "result.npz").exists()  # nothing was resumed from it
+    for name in ("checkpoint.pt", "checkpoint.pt.sha256"):
+        (ckpt.parent / name).unlink()  # the way out the message gives
+    np.testing.assert_array_equal(_train(tiny_lm, tmp_path)["val_loss"], _train(tiny_lm, tmp_path / "clean")["val_loss"])
+
+
+@pytest.mark.parametrize("victim", ["result.npz", "result.json"])
+def test_a_damaged_result_is_completed_again_from_the_checkpoint_with_one_line(tiny_lm, tmp_path, capsys, victim):
+    from joma_lib.lm.runs import load_sweep
+
+    whole = _train(tiny_lm, tmp_path)
+    run_dir = tmp_path / tiny_lm[0].name
+    _flip(run_dir / victim, 0.5, n=2)
+    with pytest.raises(ValueError, match=f"{victim} is damaged.*run its .* command again"):
+        load_sweep(tmp_path)  # collect never stacks it
+    again = _train(tiny_lm, tmp_path)
+    assert capsys.readouterr().err.count(f"{victim} is damaged") == 1  # one line
+    for key in whole:
+        np.testing.assert_array_equal(whole[key], again[key])
+    assert load_sweep(tmp_path)[1][0].seed == tiny_lm[0].seed  # rewritten whole
+
+
+_KILLED_WRITER = """
+import os, sys, pathlib
+import numpy as np
+import joma_lib.io as jio
+
+def half_then_killed(tmp, data, dest):
+    if dest.name == sys.argv[2]:
+        tmp.write_bytes(bytes(data)[: len(data) // 2])
+        os._exit(9)  # as kill -9 would: no finally, no cleanup
+    real(tmp, data, dest)
+
+real, jio._write_bytes = jio._write_bytes, half_then_killed
+if sys.argv[2].endswith(".pt"):
+    jio.save_torch_checked(pathlib.Path(sys.argv[1]) / sys.argv[2], {"step": 0, "w": np.ones(4096)})
+else:
+    jio.write_npz(pathlib.Path(sys.argv[1]) / sys.argv[2], {"w": np.ones(4096)})
+"""
+
+
+def _killed_while_writing(folder: Path, name: str) -> list[Path]:
+    """Fault injection: a process killed half-way through writing ``folder/name``; the temporary files it left."""
+    import subprocess
+    import sys
+
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(folder), name], capture_output=True, text=True)
+    assert proc.returncode == 9, proc.stderr[-2000:]
+    left = [p for p in folder.iterdir() if p.name.startswith(f".{name}.")]
+    assert left and not (folder / name).exists()
+    return left
+
+
+def test_a_kill_inside_a_checkpoint_write_leaves_a_temporary_file_that_the_next_start_removes(tiny_lm, tmp_path):
+    run_dir = tmp_path / tiny_lm[0].name
+    left = _killed_while_writing(run_dir, "checkpoint.pt")
+    _train(tiny_lm, tmp_path, stop_at=4)
+    assert not any(p.exists() for p in left)
+    assert sorted(p.name for p in run_dir.iterdir()) == [".lock", "checkpoint.pt", "checkpoint.pt.sha256"]
+
+
+def test_a_kill_inside_a_store_write_leaves_a_temporary_file_that_opening_the_store_removes(refs, tmp_path):
+    import os
+    import time
+
+    store = tmp_path / "store"
+    left = _killed_while_writing(store, "c-toy.npz")
+    harness.stored_or_computed("c-toy", store, keep=True)
+    assert all(p.exists() for p in left)  # a fresh one may belong to a notebook writing beside this one
+    for path in left:
+        os.utime(path, (time.time() - 3600, time.time() - 3600))  # an hour later
+    harness.stored_or_computed("c-toy", store, keep=True)
+    assert not any(p.exists() for p in left)
+    assert sorted(p.name for p in store.iterdir()) == ["c-toy.json", "c-toy.npz"]
+
+
+def _disk_full_on(monkeypatch, victim: str) -> None:
+    """Fault injection: writing a file named ``victim`` fails half-way with ENOSPC, as a full disk does."""
+    import builtins
+    import errno
+
+    import joma_lib.io as jio
+
+    class FullDisk:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, data):
+            self.fh.write(bytes(data)[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def open_(path, mode="r", *args, **kwargs):
+        fh = builtins.open(path, mode, *args, **kwargs)
+        return FullDisk(fh) if "w" in mode and Path(path).name.startswith(f".{victim}.") else fh
+
+    monkeypatch.setattr(jio, "open", open_, raising=False)
+
+
+def test_a_full_disk_during_a_run_names_the_file_and_the_disk_and_keeps_the_last_checkpoint(
+        tiny_lm, tmp_path, lm_cli, monkeypatch, capsys):
+    from joma_lib.lm.runs import load_checkpoint
+
+    _train(tiny_lm, tmp_path, stop_at=4)
+    _disk_full_on(monkeypatch, "checkpoint.pt")
+    code, err = lm_cli(tmp_path, capsys)
+    ckpt = tmp_path / tiny_lm[0].name / "checkpoint.pt"
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "enforce fail" not in err
+    assert f"No space left on device while writing {ckpt}" in err and "MiB free" in err and "make room" in err
+    monkeypatch.undo()
+    assert load_checkpoint(ckpt, __import__("torch").device("cpu"))["step"] == 4  # the last one, intact
+    assert sorted(p.name for p in ckpt.parent.iterdir()) == [".lock", "checkpoint.pt", "checkpoint.pt.sha256"]
+    np.testing.assert_array_equal(_train(tiny_lm, tmp_path)["val_loss"], _train(tiny_lm, tmp_path / "clean")["val_loss"])
+
+
+def test_a_lock_that_is_a_symlink_is_refused_and_its_target_untouched(tiny_lm, tmp_path, lm_cli, capsys):
+    run_dir = tmp_path / "shared" / tiny_lm[0].name
+    run_dir.mkdir(parents=True)
+    target = tmp_path / "precious.txt"
+    target.write_text("do not overwrite")
+    (run_dir / ".lock").symlink_to(target)
+    with pytest.raises(ValueError, match=r"\.lock is a symbolic link.*remove the link"):
+        _train(tiny_lm, tmp_path / "shared")
+    code, err = lm_cli(tmp_path / "shared", capsys)
+    assert code == 2 and "symbolic link" in err
+    assert target.read_text() == "do not overwrite" and not (run_dir / "checkpoint.pt").exists()
+
+
+def test_a_finished_run_is_read_without_a_lock(tiny_lm, tmp_path, lm_cli, capsys):
+    import os
+    import stat
+
+    whole = _train(tiny_lm, tmp_path)
+    run_dir = tmp_path / tiny_lm[0].name
+    (run_dir / ".lock").unlink()
+    for path in [*run_dir.iterdir(), run_dir, tmp_path]:  # read-only media
+        path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        np.testing.assert_array_equal(_train(tiny_lm, tmp_path)["val_loss"], whole["val_loss"])
+        assert lm_cli(tmp_path, capsys)[0] == 0
+        assert not (run_dir / ".lock").exists()  # no lock taken (root could have created one)
+    finally:
+        for path in [tmp_path, run_dir, *run_dir.iterdir()]:
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    assert os.access(run_dir, os.W_OK)
+
+
+def test_an_unknown_onednn_ceiling_is_refused_with_the_valid_ones(tiny_lm, tmp_path, lm_cli, monkeypatch, capsys):
+    from joma_lib import cpu
+
+    monkeypatch.setattr(cpu, "_applied", None)
+    monkeypatch.setenv(cpu.ISA_ENV, "bogus")
+    with pytest.raises(ValueError, match=r"ONEDNN_MAX_CPU_ISA must be one of .* AVX2, .*got 'bogus'"):
+        cpu.bf16_support()
+    code, err = lm_cli(tmp_path, capsys)
+    assert code == 2 and "ONEDNN_MAX_CPU_ISA must be one of" in err and "BOGUS" not in err
+    assert not (tmp_path / tiny_lm[0].name).exists()  # refused before any training
+    monkeypatch.setenv(cpu.ISA_ENV, "avx2")  # any case, as oneDNN reads it
+    assert cpu.onednn_isa_limit() == "AVX2"
+
+
+# ------------------------------------------------------------------ a damaged figure-store entry
+
+
+@pytest.mark.parametrize("damage", ["truncate", "missing"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_damaged_store_entry_is_computed_again_with_one_line_and_replaced_with_keep(refs, tmp_path, capsys, damage,
+                                                                                        keep):
+    store = tmp_path / "store"
+    store.mkdir()
+    assert main(["verify", "--from", str(store), "--keep", "c-toy"]) == 0
+    npz = store / "c-toy.npz"
+    if damage == "truncate":
+        npz.write_bytes(npz.read_bytes()[:100])
+    else:
+        npz.unlink()
+    capsys.readouterr()
+    assert main(["verify", "--from", str(store), *(["--keep"] if keep else []), "c-toy"]) == 0
+    captured = capsys.readouterr()
+    assert "ok (computed)" in captured.out and "ERROR" not in captured.out and "figures update" not in captured.err
+    notes = [line for line in captured.err.splitlines() if "figure store" in line]
+    assert len(notes) == 1 and str(npz) in notes[0] and "computing it again" in notes[0]
+    assert ("replacing it" in notes[0]) == keep
+    if keep:
+        assert harness.load_stored("c-toy", store) is not None  # the entry is whole again
+    else:
+        with pytest.raises(harness.MissingReferenceError):  # left as it was: verify without --keep writes nothing
+            harness.load_stored("c-toy", store)
+
+
+# ------------------------------------------------------------------ Ctrl-C in every command line
+
+
+def _ctrl_c(*_: object, **__: object) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("command", ["figures verify", "figures make", "table1", "doctor", "cpu", "rerun figures"])
+def test_ctrl_c_is_one_line_and_exit_code_130_in_every_command_line(refs, tmp_path, monkeypatch, capsys, command):
+    import joma_lib.__main__ as doctor_cli
+    import joma_lib.chapters.rerun.figures as rerun_figures
+    import joma_lib.table1.cli as table1_cli
+    from joma_lib import cpu, doctor
+
+    run = {"figures verify": (harness, "compute", lambda: main(["verify", "c-toy", "c-toy2"])),
+           "figures make": (harness, "compute", lambda: main(["make", "c-toy", "--out", str(tmp_path / "out")])),
+           "table1": (table1_cli, "run_table1", lambda: table1_cli.main(["--config", "quick", "--no-progress"])),
+           "doctor": (doctor, "report", lambda: doctor_cli.main(["doctor"])),
+           "cpu": (cpu, "bf16_support", lambda: cpu.main([])),
+           "rerun figures": (rerun_figures, "plot_sweep",
+                             lambda: rerun_figures.main([str(tmp_path), "-o", str(tmp_path / "f.png")]))}
+    owner, name, call = run[command]
+    monkeypatch.setattr(owner, name, _ctrl_c)
+    if command.startswith("figures"):
+        monkeypatch.setattr("joma_lib.kit.cli.compute", _ctrl_c)
+    assert call() == 130
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "run the same command again" in err

@@ -2,11 +2,13 @@
 
 For each public function family (the theory modules, ``lm.data``/``lm.metrics``/``lm.runs``, the language
 model's ``forward``/``loss``, the widgets' panels) every argument is drawn either from its valid range or from a
-list of hostile values (NaN, inf, tiny and huge numbers, negative or zero sizes, empty or wrongly shaped arrays,
-token ids outside the vocabulary, wrong dtypes and types). Every call must either return finite numbers or raise
+list of hostile values (NaN, inf, tiny and huge numbers, numbers given as text, negative, zero or huge sizes, empty
+or wrongly shaped arrays, token ids outside the vocabulary, wrong dtypes and types, callbacks that return NaN or the
+wrong shape). Every call must either return finite numbers or raise
 ``ValueError``/``TypeError`` whose message names one of the function's arguments and says what was given
 (``got ...``). Anything else (another exception from deep inside numpy, torch or ipywidgets, a NaN or inf in the
-result) fails the test, with the arguments hypothesis found.
+result) fails the test, with the arguments hypothesis found. A run's files get hostile bytes instead: any change
+must be refused, naming the file.
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from joma_lib import bags, block, dynamics, embeddings, invariants, latent_tree, multilayer, softmax_dynamics
+from joma_lib import attention_kinds, bags, block, dynamics, embeddings, invariants, io, latent_tree, multilayer, nonlinear
+from joma_lib import ode, saliency, softmax_dynamics
+from joma_lib import device as device_module
+from joma_lib.lm import config as lm_config
 from joma_lib.lm import data as lm_data
 from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import model as lm_model
 from joma_lib.lm import runs as lm_runs
+from joma_lib.lm import presets
 from joma_lib.lm.config import RunConfig
+from joma_lib.table1 import runs as table1_runs
 
-HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9]
+HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9, "3", None]
 HOSTILE_ARRAYS = [np.array([]), np.zeros((0, 3)), np.array([math.nan, 1.0]), np.array([[math.inf]]), np.ones((2, 3, 4)),
                   np.array(["a", "b"]), None, "text"]
 
@@ -41,7 +48,7 @@ def _num(low: float, high: float) -> st.SearchStrategy[Any]:
 
 
 def _int(low: int, high: int) -> st.SearchStrategy[Any]:
-    return st.one_of(st.integers(low, high), st.sampled_from([-1, 0, 2.5, math.nan, True, "3"]))
+    return st.one_of(st.integers(low, high), st.sampled_from([-1, 0, 2.5, math.nan, True, "3", 10**12]))
 
 
 def _arr(shape: tuple[int, ...], low: float = -3.0, high: float = 3.0) -> st.SearchStrategy[Any]:
@@ -79,6 +86,12 @@ TINY_LM = lm_model.TransformerLM(vocab_size=7, n_layers=1, d=8, d_ff=8, dropout=
 RUN = {"minibatch": np.arange(3), "val_loss": np.ones(3), "train_loss": np.ones(3), "attn_entropy": np.ones((3, 1)),
        "stable_rank": np.ones((3, 1))}
 RUN_CONFIG = RunConfig(n_layers=1)
+MIXTURE = nonlinear.toy_mixture()
+LABELS = bags.dirichlet_bags(4, 3, 6, seed=0)[1]
+STATE = block.init_state(SPEC, [0])
+#: derivatives for the ODE solver: a good one, one that is NaN at t = 0, one of the wrong shape, one that is not an array
+RHS: dict[str, Callable[..., Any]] = {"decay": lambda y, rows: -y, "nan": lambda y, rows: np.full_like(y, np.nan),
+                                     "shape": lambda y, rows: y[:, :1], "none": lambda y, rows: None}
 
 
 def _widget(make: Callable[..., Any]) -> Callable[..., Any]:
@@ -143,7 +156,57 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
         "configs": st.sampled_from([[RUN_CONFIG], [], [RUN_CONFIG, RUN_CONFIG], ["config"], None])}),
     "lm.model.TransformerLM.forward": (lambda tokens: TINY_LM(tokens)[0], {"tokens": _ids((2, 5), 7)}),
     "lm.model.TransformerLM.loss": (TINY_LM.loss, {"tokens": _ids((2, 5), 7), "targets": _ids((2, 5), 7)}),
+    # the families of the third hostile probe (tests/test_bad_input.py): sizes, empty inputs, text, callbacks
+    "block.train": (lambda steps, record_every: block.train(SPEC, BAGS, LABELS, STATE, steps=steps,
+                                                            record_every=record_every).loss,
+                    {"steps": _int(1, 5), "record_every": _int(1, 3)}),
+    "ode.integrate_autonomous": (lambda rhs, y0, t_eval: ode.integrate_autonomous(RHS[rhs], y0, t_eval), {
+        "rhs": st.sampled_from(sorted(RHS)), "y0": _arr((2, 3), 0.1, 1), "t_eval": _arr((3,), 0, 1)}),
+    "dynamics.convergence_rate_ratio": (lambda mu, j, k: dynamics.convergence_rate_ratio(mu, [0.5, 1.0], j, k)[0], {
+        "mu": _arr((3,), 0.5, 2), "j": _int(0, 2), "k": _int(0, 2)}),
+    "lm.data.tokenize": (lm_data.tokenize, {"line": st.one_of(st.text(max_size=20), st.sampled_from([None, 3, b"x"]))}),
+    "lm.data.Vocab.build": (lambda lines: lm_data.Vocab.build(lines).itos, {
+        "lines": st.one_of(st.lists(st.text(max_size=8), max_size=4), st.sampled_from([[None], [3]]))}),
+    "lm.model.causal_mask": (lambda t: lm_model.causal_mask(t).nan_to_num(neginf=0.0), {"t": _int(1, 8)}),
+    "lm.config.sweep_configs": (lambda layers, lrs, seeds: len(lm_config.sweep_configs(RUN_CONFIG, layers, lrs, seeds)),
+                                {"layers": st.sampled_from([[1, 2], [], [0], "1", None]),
+                                 "lrs": st.sampled_from([[1e-3], [], [-1.0], [math.nan]]),
+                                 "seeds": st.sampled_from([[1], [], [-1]])}),
+    "table1.runs.seed_std": (table1_runs.seed_std, {"values": st.one_of(_arr((3,), 0, 1), _arr((1,), 0, 1))}),
+    "io.fetch_url": (lambda url, timeout, deadline: io.fetch_url(url, io.Path("/nonexistent/f"), timeout, deadline), {
+        "url": st.sampled_from(["file:///etc/passwd", "ftp://x/y", "", None, "/etc/passwd"]),
+        "timeout": _num(0.1, 5), "deadline": _num(0.1, 5)}),
+    "bags.dirichlet_bags": (lambda **kw: bags.dirichlet_bags(**kw)[0], {
+        "n_context": _int(1, 6), "n_classes": _int(1, 4), "n_samples": _int(1, 8), "concentration": _num(0.1, 5),
+        "signal": _num(0, 5), "seed": _int(0, 5)}),
+    "bags.gaussian_or_random_bags": (lambda **kw: bags.gaussian_or_random_bags(**kw)[0], {
+        "variant": st.sampled_from(["gaussian", "random", "", None]), "n_distinct": _int(1, 6), "n_common": _int(1, 6),
+        "n_classes": _int(1, 6), "width": _num(1, 40), "seed": _int(0, 5)}),
+    "nonlinear.toy_mixture": (lambda d, sigma: nonlinear.toy_mixture(d, sigma).centres, {
+        "d": _int(3, 12), "sigma": _num(0.01, 1)}),
+    "saliency.sample_tokens": (lambda n_samples, grad_noise: saliency.sample_tokens(
+        saliency.toy_token_model(), n_samples, grad_noise)[2], {"n_samples": _int(1, 50), "grad_noise": _num(0, 2)}),
+    "attention_kinds.attention_kind": (lambda attention: attention_kinds.attention_kind(attention).name,
+                                       {"attention": _attn()}),
+    "device.resolve_device": (lambda device: str(device_module.resolve_device(device)), {
+        "device": st.sampled_from(["cpu", "auto", "tpu", "", 3, "CPU"])}),
+    "device.pinned_threads": (lambda threads: _pinned(threads), {"threads": _int(1, 4)}),
+    "nonlinear.expected_relu_update": (lambda v, bias: nonlinear.expected_relu_update(v, bias, MIXTURE), {
+        "v": st.one_of(_arr((8,)), _arr((2, 8)), _arr((5,))), "bias": _num(-1, 1)}),
+    "nonlinear.sphere_trajectories": (lambda v0, t_eval, bias: nonlinear.sphere_trajectories(MIXTURE, v0, t_eval, bias),
+                                      {"v0": st.one_of(_arr((1, 8), 0.1, 1), _arr((3,))), "t_eval": _arr((3,), 0, 1),
+                                       "bias": _num(-1, 0)}),
+    "saliency.salient_token_dynamics": (lambda n_times, min_gap: saliency.salient_token_dynamics(
+        saliency.toy_token_model(), n_times, min_gap).attention, {"n_times": _int(2, 50), "min_gap": _num(1e-6, 1e-2)}),
+    "lm.presets.preset_configs": (lambda preset, seeds: len(presets.preset_configs(preset, seeds)), {
+        "preset": st.sampled_from(["rerun-full", "paper", "nope", "", None]),
+        "seeds": st.sampled_from([None, [1], [], [-1], "1"])}),
 }
+
+
+def _pinned(threads: Any) -> int:
+    with device_module.pinned_threads(threads):
+        return torch.get_num_threads()
 
 #: the widgets' panels, built with hostile initial values (needs ipywidgets: imported lazily)
 WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
@@ -203,3 +266,32 @@ def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
         assert name in NONFINITE_BY_DESIGN or _finite(result), f"{name}{kwargs} returned non-finite numbers: {result!r}"
 
     check()
+
+
+@settings(max_examples=40, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 255)), min_size=1, max_size=8),
+       st.sampled_from(["checkpoint", "result"]))
+def test_any_damage_to_a_run_file_is_refused_naming_it(tmp_path_factory, flips, kind):
+    """Hostile bytes: any change of a checkpoint or a result (bytes XOR-ed anywhere) is refused, naming the file;
+    never resumed or collected as if it were fine."""
+    from joma_lib.io import DamagedFileError
+
+    folder = tmp_path_factory.mktemp("run")
+    if kind == "checkpoint":
+        path = folder / "checkpoint.pt"
+        lm_runs.save_checkpoint(path, {"config": {}, "model": {"w": torch.arange(64.0)}, "optimizer": {}, "rng": {},
+                                       "history": {}, "step": 4})
+    else:
+        path = folder / "result.npz"
+        lm_runs.write_results(path, RUN, {"config": {}})
+    original = path.read_bytes()
+    data = bytearray(original)
+    for at, mask in flips:
+        data[int(at * len(data))] ^= mask
+    assume(bytes(data) != original)  # two flips of one byte may cancel
+    path.write_bytes(bytes(data))
+    with pytest.raises((ValueError, DamagedFileError), match=f"{path.name} is damaged"):
+        if kind == "checkpoint":
+            lm_runs.load_checkpoint(path, torch.device("cpu"))
+        else:
+            lm_runs.read_result(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from joma_lib.io import atomic_path, atomic_paths, cache_dir, remove_stale_parts, writable_dir, write_npz
+from joma_lib.io import atomic_path, atomic_paths, cache_dir, remove_stale_temps, writable_dir, write_npz
 
 
 def test_atomic_path_lands_only_when_the_block_succeeds(tmp_path: Path):
@@ -68,16 +68,18 @@ def test_writable_dir_creates_the_folder_and_names_the_argument_when_it_cannot(t
         writable_dir("  ", name="out_dir")
 
 
-def test_only_stale_parts_of_the_same_file_are_removed(tmp_path: Path):
-    dest = tmp_path / "data.pt"
-    stale, fresh, other = (tmp_path / ".data.pt.1.part", tmp_path / ".data.pt.2.part", tmp_path / ".x.pt.3.part")
-    for part in (stale, fresh, other):
-        part.write_text("partial")
+def test_only_stale_temporary_files_are_removed(tmp_path: Path):
+    stale, fresh, written = (tmp_path / ".data.pt.k2x_9a0q.part", tmp_path / ".data.pt.abcdefgh.part",
+                             tmp_path / ".checkpoint.pt.zz9_0aq1.pt")
+    kept = [tmp_path / ".lock", tmp_path / "data.pt", tmp_path / ".data.pt.short.part", tmp_path / ".hidden"]
+    for path in (stale, fresh, written, *kept):
+        path.write_text("partial")
     old = time.time() - 3600
-    for part in (stale, other):
-        os.utime(part, (old, old))
-    remove_stale_parts(dest, older_than=600.0)
-    assert not stale.exists() and fresh.exists() and other.exists()
+    for path in (stale, written, *kept):
+        os.utime(path, (old, old))
+    assert sorted(remove_stale_temps(tmp_path, older_than=600.0)) == sorted([stale, written])
+    assert fresh.exists() and all(path.exists() for path in kept)
+    assert remove_stale_temps(tmp_path) == [fresh]  # no age: every temporary file (a folder no one else writes)
 
 
 def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):

@@ -7,7 +7,6 @@ deliberately unroutable address, which must fail within the 5 s budget.
 
 from __future__ import annotations
 
-import pickle
 import shutil
 import time
 from pathlib import Path
@@ -165,7 +164,10 @@ class _Payload:
 def test_file_with_code_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "evil.pt"
     torch.save([{"x": _Payload()}], path)
-    with pytest.raises(pickle.UnpicklingError):
+    with pytest.raises(ValueError, match="evil.pt is not a torch file of run records .*Weights only load failed"):
+        read_records(path)
+    path.write_text("nlayers,lr\n1,0.001\n")  # a text file
+    with pytest.raises(ValueError, match="evil.pt is not a torch file of run records"):
         read_records(path)
 
 

@@ -2,6 +2,15 @@
 
 import sys
 
-from joma_lib.kit.cli import main
+from joma_lib.startup import command
 
-sys.exit(main())
+
+def _main() -> int:
+    """Import the kit inside :func:`~joma_lib.startup.command`, so that the check of the environment its import
+    runs ends in one ``error:`` line too."""
+    from joma_lib.kit.cli import main
+
+    return main()
+
+
+sys.exit(command(_main))

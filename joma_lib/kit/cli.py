@@ -52,6 +52,7 @@ from joma_lib.kit.receipts import RECEIPT_SUFFIX, kept_receipt, receipt_text
 from joma_lib.kit.registry import figure_ids, get_spec
 from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
 from joma_lib.lm.precision import PrecisionUnavailableError
+from joma_lib.startup import command
 
 
 def _ids(requested: list[str]) -> list[str]:
@@ -293,11 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.choices["make"].add_argument("--full", action="store_true",
                                      help="use the figure's paper-scale full_params (may be slow; GPU advised)")
     args = parser.parse_args(argv)
-    try:
-        return args.run(args)
-    except (ValueError, OSError, RuntimeError) as err:  # bad ids/parameters, disk and device faults: one line
-        print("error: " + " ".join(str(err).split()), file=sys.stderr)
-        return 2
+    # bad ids/parameters, disk and device faults: one line; Ctrl-C: one line, exit 130
+    return command(lambda: int(args.run(args)), interrupted="the figures finished before it are kept")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import platform
+import sys
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,12 +37,14 @@ from matplotlib.figure import Figure
 from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
 from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
+from joma_lib.io import remove_stale_temps, writable_dir
 from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.kit.receipts import keep_receipt
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.kit.style import figure_style
 from joma_lib.lm.precision import precisions_used
+from joma_lib.startup import declare_env
 
 REFERENCE_DIR = Path(__file__).parents[1] / "figures" / "reference"
 # Figures with more values than this offer their CSV gzip-compressed (``<fig_id>.csv.gz``), so that
@@ -50,6 +53,7 @@ CSV_GZIP_ABOVE = 50_000
 PHONE_SUFFIX = "phone.png"  # the phone layout of a figure, served to narrow screens (_ext/sphinx_figures.py)
 STORE_ENV = "JOMA_FIGURE_STORE"
 """Environment variable naming the figure store (see the module docstring); unset: no store."""
+declare_env(STORE_ENV, "a writable folder (created if missing)", lambda value: writable_dir(value, STORE_ENV))
 
 
 class MissingReferenceError(RuntimeError):
@@ -392,8 +396,17 @@ def load_stored(fig_id: str, store: Path) -> FigureData | None:
 def stored_or_computed(fig_id: str, store: Path | None = None, keep: bool = False) -> tuple[FigureData, bool]:
     """``fig_id``'s data with its registered params, and whether they came from ``store`` (:func:`load_stored`)
     rather than being computed now. With ``keep``, data computed now are kept in ``store`` (with the precisions
-    they were trained in), so the next caller with that store draws them instead of computing them again."""
-    stored = load_stored(fig_id, store) if store is not None else None
+    they were trained in), so the next caller with that store draws them instead of computing them again. Opening
+    the store removes what killed writers left there an hour ago or more; a damaged entry is computed again (and with
+    ``keep`` replaced), with one line on stderr."""
+    stored = None
+    if store is not None:
+        remove_stale_temps(store, older_than=3600.0)  # no write into the store lasts an hour
+        try:
+            stored = load_stored(fig_id, store)
+        except MissingReferenceError:  # the manifest is there, the data are missing, truncated or edited
+            print(f"{fig_id}: its entry in the figure store ({reference_path(fig_id, store)}) is damaged; computing it "
+                  f"again{' and replacing it' if keep else ''}", file=sys.stderr)
     if stored is not None:
         return stored, True
     with precisions_used() as used:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from joma_lib.io import InputCorruptError, InputUnavailableError, cache_dir, fetch_url
+from joma_lib.startup import declare_env
 from joma_lib.validation import check_float, check_int
 
 SOURCE_URL = "https://github.com/facebookresearch/luckmatters/raw/yuandong3/ssl/real-dataset/joma/"
@@ -250,10 +251,28 @@ def seed_average(runs: SweepRuns, nlayers: int, lr: float) -> SeedAverage:
 # Finding, fetching and checking the published files
 
 
+OFFICIAL_DIR_ENV = "JOMA_OFFICIAL_DIR"
+
+
+def official_dir_env() -> Path | None:
+    """The folder ``$JOMA_OFFICIAL_DIR`` names (None when unset); one that is not an existing folder is a ValueError
+    naming the variable (a typo there would otherwise skip the figures that need the files, without a word)."""
+    value = os.environ.get(OFFICIAL_DIR_ENV)
+    if not value:
+        return None
+    if not Path(value).is_dir():
+        raise ValueError(f"{OFFICIAL_DIR_ENV} must name an existing folder (of the authors' published runs), got "
+                         f"{value!r}, which is {'a file' if Path(value).exists() else 'missing'}")
+    return Path(value)
+
+
+declare_env(OFFICIAL_DIR_ENV, "an existing folder", lambda _: official_dir_env())
+
+
 def search_dirs() -> list[Path]:
     """Directories searched when none is named: ``$JOMA_OFFICIAL_DIR``, the checkout's shared copy, the cache."""
-    dirs = [Path(os.environ["JOMA_OFFICIAL_DIR"])] if os.environ.get("JOMA_OFFICIAL_DIR") else []
-    return dirs + [CHECKOUT_DATA_DIR, cache_dir()]
+    named = official_dir_env()
+    return ([named] if named else []) + [CHECKOUT_DATA_DIR, cache_dir()]
 
 
 def sha256_of(path: Path) -> str:
@@ -347,9 +366,17 @@ def locate(name: str, directory: str | Path | None = None, *, download_missing: 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The list of run records in one published ``.pt`` file, loaded with ``weights_only=True`` (no code runs)."""
+    import pickle
+    import zipfile
+
     import torch
 
-    records = torch.load(Path(path), map_location="cpu", weights_only=True)
+    try:
+        records = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
+        first = " ".join(str(err).split()).split(". ")[0][:120]  # torch's first sentence, without its advice
+        raise ValueError(f"{path} is not a torch file of run records ({type(err).__name__}: {first}); fetch the "
+                         "published file again") from None
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise ValueError(f"{path} does not hold a list of run records (dicts)")
     return records

@@ -40,6 +40,7 @@ from joma_lib.lm.cluster import (
     submit_missing,
     wait_for,
 )
+from joma_lib.io import writable_dir
 from joma_lib.lm.config import ADAM_RESET, ARCHS, DEFAULT_THREADS, RunConfig, sweep_configs
 from joma_lib.lm.data import CORPORA, load_splits
 from joma_lib.lm.precision import PRECISION_CHOICES, PRECISION_ENV, PRECISIONS
@@ -47,6 +48,7 @@ from joma_lib.lm.presets import PRESETS
 from joma_lib.lm.runs import collect, finished_result, load_sweep, write_results
 from joma_lib.lm.stack import stacks
 from joma_lib.lm.sweep import DeadlineReached, run_sweep, sweep_precision, train_on_node, train_stack_on_node
+from joma_lib.startup import command
 from joma_lib.validation import check_choice, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
@@ -182,37 +184,50 @@ def _run_on_slurm(args: argparse.Namespace, configs: Sequence[RunConfig]) -> Non
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "run" and args.engine == "slurm":
-            if args.stop_after is not None:
-                raise ValueError("--stop-after is for --engine local (a Slurm task stops at its --time and resumes)")
-            _run_on_slurm(args, configs_from_args(args))
-        elif args.command == "status":
-            print(format_states(*run_states(args.out)))
-        elif args.command == "run":
-            configs = configs_from_args(args)
-            if args.stop_after is not None and not args.stack:
-                raise ValueError("--stop-after needs --stack")
-            resolve_device(args.device)
+    return command(lambda: _run(args), interrupted="finished runs are kept and resume where they stopped")
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """``--out`` and ``--results`` checked before any work: a file as ``--out``, a folder as ``--results``, or a
+    missing folder to report on (``status``) would otherwise fail only after the training, or say nothing."""
+    out = Path(args.out)
+    if args.command == "status" and not out.is_dir():
+        raise ValueError(f"--out must be an existing folder of runs, got {args.out!r}")
+    if args.command != "status" and out.exists() and not out.is_dir():
+        raise ValueError(f"--out must be a folder of runs, but {args.out} is a file")
+    if getattr(args, "results", None):
+        results = Path(args.results)
+        if results.is_dir() or not results.name:
+            raise ValueError(f"--results must name a file (.npz), but {args.results} is a folder")
+        writable_dir(results.parent, "the folder of --results")
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_paths(args)
+    if args.command == "run" and args.engine == "slurm":
+        if args.stop_after is not None:
+            raise ValueError("--stop-after is for --engine local (a Slurm task stops at its --time and resumes)")
+        _run_on_slurm(args, configs_from_args(args))
+    elif args.command == "status":
+        print(format_states(*run_states(args.out)))
+    elif args.command == "run":
+        configs = configs_from_args(args)
+        if args.stop_after is not None and not args.stack:
+            raise ValueError("--stop-after needs --stack")
+        resolve_device(args.device)
+        try:
             data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
                                       not args.no_progress, jobs=args.jobs, threads=args.threads, stack=args.stack,
                                       stop_after=args.stop_after)
-            if args.results:
-                write_results(Path(args.results), data, _sweep_meta(configs))
-                print(f"wrote {args.results}")
-        else:
-            data, configs = load_sweep(args.out)
+        except DeadlineReached as err:
+            print(f"stopped after --stop-after {args.stop_after:g} s: {err}; finished runs are kept; run the same "
+                  "command again to continue", file=sys.stderr)
+            return 75
+        if args.results:
             write_results(Path(args.results), data, _sweep_meta(configs))
-            print(f"wrote {args.results} ({len(configs)} runs)")
-    except (ValueError, OSError, RuntimeError) as err:  # bad settings, damaged files, a locked run: one line
-        print("error: " + " ".join(str(err).split()), file=sys.stderr)
-        return 2
-    except DeadlineReached as err:
-        print(f"stopped after --stop-after {args.stop_after:g} s: {err}; finished runs are kept; run the same "
-              "command again to continue", file=sys.stderr)
-        return 75
-    except KeyboardInterrupt as err:
-        where = f"{err}; " if str(err) else ""
-        print(f"interrupted: {where}finished runs are kept; run the same command again to resume", file=sys.stderr)
-        return 130
+            print(f"wrote {args.results}")
+    else:
+        data, configs = load_sweep(args.out)
+        write_results(Path(args.results), data, _sweep_meta(configs))
+        print(f"wrote {args.results} ({len(configs)} runs)")
     return 0

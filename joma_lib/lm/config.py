@@ -120,5 +120,11 @@ def same_config(saved: Mapping[str, Any], cfg: RunConfig) -> bool:
 
 def sweep_configs(base: RunConfig, layers: Sequence[int], lrs: Sequence[float], seeds: Sequence[int]
                   ) -> list[RunConfig]:
-    """One config per (layers, lr, seed), in that nesting order."""
-    return [replace(base, n_layers=n, lr=lr, seed=s).validated() for n in layers for lr in lrs for s in seeds]
+    """One config per (layers, lr, seed), in that nesting order; each axis must hold at least one value."""
+    for name, axis in (("layers", layers), ("lrs", lrs), ("seeds", seeds)):
+        if isinstance(axis, (str, bytes)) or not isinstance(axis, Sequence) or len(axis) == 0:
+            raise ValueError(f"{name} must be a non-empty list, got {axis!r}")
+    try:
+        return [replace(base, n_layers=n, lr=lr, seed=s).validated() for n in layers for lr in lrs for s in seeds]
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{err} (in the sweep: layers={list(layers)}, lrs={list(lrs)}, seeds={list(seeds)})") from None

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import socket
 from collections import Counter
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from joma_lib.startup import env_flag
 from joma_lib.validation import check_choice, check_float, check_fractions, check_int
 
 CORPORA = ("wikitext2", "wikitext103", "wikivital", "ptb")
@@ -59,6 +59,8 @@ class CorpusUnavailable(RuntimeError):
 
 def tokenize(line: str) -> list[str]:
     """Word-level tokens of ``line``: lower-case; ``' . , ( ) ! ?`` split off; ``" ; :`` removed."""
+    if not isinstance(line, str):
+        raise TypeError(f"line must be a str, got {type(line).__name__} {line!r:.60}")
     text = line.lower()
     for pattern, repl in _BASIC_ENGLISH:
         text = pattern.sub(repl, text)
@@ -141,8 +143,7 @@ def wikitext_splits(name: str) -> Splits:
     config = HF_CONFIGS[check_choice("name", name, tuple(HF_CONFIGS))]
     if importlib.util.find_spec("datasets") is None:
         raise CorpusUnavailable(f"{name} needs the `datasets` package (pip install datasets==5.2.0)")
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or os.environ.get("HF_DATASETS_OFFLINE", "0") not in (
-            "", "0"):
+    if env_flag("HF_HUB_OFFLINE") or env_flag("HF_DATASETS_OFFLINE"):
         raise CorpusUnavailable(f"{name} needs the Hugging Face hub, but HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
     if not _hub_reachable():
         raise CorpusUnavailable(f"{name} needs the Hugging Face hub, which is not reachable from here")
@@ -189,8 +190,13 @@ class Vocab:
         """Vocabulary of the tokens of ``lines``; ``max_size`` (with ``<unk>``) keeps the most frequent ones."""
         if max_size is not None:
             max_size = check_int("max_size", max_size, 2)
-        counts = Counter(tok for line in lines for tok in tokenize(line))
+        try:
+            counts = Counter(tok for line in lines for tok in tokenize(line))
+        except TypeError as err:  # a line that is not text, or lines that are not a list
+            raise TypeError(f"lines must be an iterable of str: {err}") from None
         counts.pop(UNK, None)
+        if not counts:
+            raise ValueError(f"lines must hold at least one token to build a vocabulary from, got {lines!r:.60}")
         words = sorted(counts, key=lambda w: (-counts[w], w))
         if max_size is not None:
             words = words[:max_size - 1]

@@ -56,8 +56,8 @@ def mean_attention_entropy(attn: torch.Tensor) -> torch.Tensor:
 
 
 def uniform_causal_entropy(t: int) -> float:
-    """Entropy of uniform causal attention over ``t`` positions: ``(1/t) sum_{q=1..t} ln q``."""
-    t = check_int("t", t, 1)
+    """Entropy of uniform causal attention over ``t`` positions (at most 2^20): ``(1/t) sum_{q=1..t} ln q``."""
+    t = check_int("t", t, 1, 1 << 20)
     return sum(math.log(q) for q in range(1, t + 1)) / t
 
 

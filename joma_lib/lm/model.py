@@ -45,7 +45,8 @@ def sinusoidal_positions(max_len: int, d: int) -> torch.Tensor:
 
 
 def causal_mask(t: int, device: torch.device | None = None) -> torch.Tensor:
-    """Additive mask ``[t, t]``: 0 where key <= query, ``-inf`` above the diagonal."""
+    """Additive mask ``[t, t]``: 0 where key <= query, ``-inf`` above the diagonal (``t`` >= 1 tokens)."""
+    t = check_int("t", t, 1, 1 << 20)
     return torch.triu(torch.full((t, t), float("-inf"), device=device), diagonal=1)
 
 

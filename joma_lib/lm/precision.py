@@ -28,6 +28,7 @@ import torch
 
 from joma_lib.cpu import bf16_support, cache_file
 from joma_lib.io import InputUnavailableError, atomic_path, cache_dir
+from joma_lib.startup import declare_env
 from joma_lib.validation import check_choice, check_int
 
 #: What a run config may ask for; :data:`PRECISIONS` are what a run can use.
@@ -35,6 +36,7 @@ PRECISION_CHOICES = ("auto", "fp32", "bf16", "tf32")
 PRECISIONS = ("fp32", "bf16", "tf32")
 PRECISION_ENV = "JOMA_PRECISION"
 WARMUP_STEPS, TIMED_STEPS = 2, 4
+declare_env(PRECISION_ENV, ", ".join(PRECISIONS), lambda value: check_choice(PRECISION_ENV, value, PRECISIONS))
 
 
 class PrecisionUnavailableError(InputUnavailableError):

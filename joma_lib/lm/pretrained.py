@@ -17,7 +17,6 @@ A hub model requested while ``HF_HUB_OFFLINE`` is set, or while the hub is unrea
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -27,6 +26,7 @@ import torch
 
 from joma_lib.io import InputUnavailableError
 from joma_lib.lm.data import CorpusUnavailable, _hub_reachable, _package_dir
+from joma_lib.startup import env_flag
 from joma_lib.validation import check_choice, check_int
 
 
@@ -59,7 +59,7 @@ OFFLINE_MODELS = ("smollm2-135m", "minilm-l6")
 
 def hub_available() -> bool:
     """True when a hub download can be attempted: offline mode is not set and huggingface.co answers."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+    if env_flag("HF_HUB_OFFLINE"):
         return False
     return _hub_reachable()
 

@@ -19,7 +19,6 @@ checkpoints. Two sources of such checkpoints:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -31,6 +30,7 @@ from torch import nn
 
 from joma_lib.io import InputUnavailableError
 from joma_lib.lm.metrics import stable_rank
+from joma_lib.startup import env_flag
 from joma_lib.validation import check_float, check_int
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def hub_available() -> None:
     from joma_lib.lm.data import _hub_reachable
 
     _transformers()
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+    if env_flag("HF_HUB_OFFLINE"):
         raise PythiaUnavailable("Pythia checkpoints come from the Hugging Face hub, but HF_HUB_OFFLINE is set")
     if not _hub_reachable():
         raise PythiaUnavailable("Pythia checkpoints come from the Hugging Face hub, which is not reachable from here")

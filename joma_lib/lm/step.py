@@ -120,11 +120,14 @@ def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progres
     interruption would; a finished run is loaded, not retrained. The run holds a lock on its
     directory (:class:`~joma_lib.lm.runs.RunLockedError` for a second process) and trains with ``threads`` CPU threads,
     recorded in the checkpoint and the result: a resume with another count is refused, since the
-    numbers depend on it. Ctrl-C raises :class:`RunInterrupted` saying where the run stopped.
+    numbers depend on it. A finished run is read without the lock (its folder may be read-only). Ctrl-C raises :class:`RunInterrupted` saying where the run stopped.
     """
     cfg = cfg.validated()
     threads = check_int("threads", threads, 1, 1024)
     run_dir = Path(out_dir) / cfg.name
+    finished = finished_result(run_dir / "result.npz", cfg)
+    if finished is not None:  # reading a finished run takes no lock: its folder may be read-only
+        return finished
     with run_lock(run_dir), pinned_threads(threads):
         return _train_locked(cfg, run_dir, device, progress, data, stop_at, threads)
 
@@ -133,9 +136,6 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
                   stop_at: int | None, threads: int) -> dict[str, np.ndarray] | None:
     """:func:`train_run` once the run directory is locked and the thread count pinned."""
     result_path, ckpt_path = run_dir / "result.npz", run_dir / "checkpoint.pt"
-    finished = finished_result(result_path, cfg)
-    if finished is not None:
-        return finished
     dev = resolve_device(device)
     if data is None:
         data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)

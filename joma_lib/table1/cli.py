@@ -26,6 +26,7 @@ from pathlib import Path
 from joma_lib.device import DEVICE_CHOICES, resolve_device
 from joma_lib.io import atomic_path, writable_dir
 from joma_lib.multilayer import score_at_init
+from joma_lib.startup import command
 from joma_lib.table1.exploration import EXPLORATION_FILE, EXPLORED, explore, select_configuration
 from joma_lib.table1.runs import CONFIGS, run_table1, save_result
 from joma_lib.table1.stacked_run import run_table1_stacked
@@ -38,7 +39,11 @@ DESCRIPTION = "Paper Table 1: do the hidden MLP neurons of layer k of a Transfor
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: train and print Table 1 for the chosen configuration."""
+    """Command line: train and print Table 1 for the chosen configuration (Ctrl-C: one line, exit code 130)."""
+    return command(lambda: _main(argv), interrupted="what was saved before it is kept")
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m joma_lib.table1", description=DESCRIPTION)
     parser.add_argument("--config", default="quick", help=f"one of {sorted(CONFIGS)} (default quick)")
     parser.add_argument("--device", default=None, help=f"one of {list(DEVICE_CHOICES)} (default $JOMA_DEVICE or auto)")

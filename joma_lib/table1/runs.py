@@ -15,6 +15,7 @@ import numpy as np
 
 from joma_lib.io import atomic_paths
 from joma_lib.multilayer import TABLE1_SETTINGS, RunResult, Setting, Table1Config, train_and_score
+from joma_lib.validation import as_finite_array
 
 PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size=32, lr=3e-3, n_test=1024,
                                  cpu_threads=1, seeds=(1, 2, 3))
@@ -96,8 +97,10 @@ class Table1Result:
 
 def seed_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
     """Standard deviation over seeds with ``ddof=1`` (as the authors' table script); 0 for a single seed."""
-    values = np.asarray(values, dtype=float)
+    values = as_finite_array("values", values)
     n = values.size if axis is None else values.shape[axis]
+    if n == 0:
+        raise ValueError(f"values must hold at least one seed's value, got {values!r}")
     return values.std(axis=axis, ddof=1) if n > 1 else np.zeros_like(values.mean(axis=axis))
 
 

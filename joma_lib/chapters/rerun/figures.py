@@ -43,6 +43,7 @@ from joma_lib.lm.data import OFFLINE_SOURCES
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.presets import PRESETS, preset_precision, train_preset
 from joma_lib.chapters.rerun.paper import ONLINE_CLAIMS  # noqa: F401  (the ledger finds them here)
+from joma_lib.startup import command
 
 NORESET_RESULTS = RESULTS_DIR / "rerun-noreset.npz"
 #: the rebound the re-run page asks of every layer (nats); the Adam-reset claim uses the same bar
@@ -193,14 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Fig. 6: the learning rate to show (default: the only one)")
     parser.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf)")
     args = parser.parse_args(argv)
-    try:
+
+    def draw() -> int:
         with figure_style():
             plot_sweep(args.out, args.figure, args.lr).savefig(args.output, bbox_inches="tight")
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.output}")
-    return 0
+        print(f"wrote {args.output}")
+        return 0
+    return command(draw, interrupted="nothing was written")
 
 
 def _per_layer(data: FigureData, name: str) -> list[np.ndarray]:

@@ -3,7 +3,7 @@ attention kind x bag concentration x attention temperature."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -54,6 +54,9 @@ def make_theorem1_grid(attentions: Sequence[str] = ATTENTIONS, concentrations: S
 
 def smallest_nc(data: FigureData) -> np.ndarray:
     """Smallest NC(z-hat, z) from step :data:`THEOREM1_NC_FROM` on, per grid cell."""
+    if not isinstance(data, Mapping) or not {"nc", "steps"} <= set(data):
+        raise ValueError(f"data must be the grid figure's data, with the arrays 'nc' and 'steps', got "
+                         f"{sorted(data) if isinstance(data, Mapping) else type(data).__name__}")
     return data["nc"][..., data["steps"] >= THEOREM1_NC_FROM].min(axis=-1)
 
 
