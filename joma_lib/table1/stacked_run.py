@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from joma_lib.device import resolve_device
-from joma_lib.io import atomic_path, write_npz
+from joma_lib.io import atomic_path, checksum_path, load_torch_checked, save_torch_checked, write_npz
 from joma_lib.multilayer import (
     RunResult,
     Table1Config,
@@ -113,6 +113,7 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
             if out is not None:
                 _save_stack(stack_result_path(out, number), config, stack, trained)
                 checkpoint_path(out, number).unlink(missing_ok=True)
+                checksum_path(checkpoint_path(out, number)).unlink(missing_ok=True)
             results.update(trained)
     outcome = StackedOutcome(table_of(config, results),
                              np.stack([results[run.i_setting, run.i_seed, run.shuffled].losses for run in runs]))
@@ -189,19 +190,18 @@ def _identity(config: Table1Config, runs: list[Run]) -> dict[str, Any]:
 def _save_checkpoint(path: Path, config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor],
                      optimizer: torch.optim.Optimizer, losses: torch.Tensor, step: int,
                      states: list[dict[str, Any]]) -> None:
-    """The stack after ``step`` steps, written atomically (a complete file or the previous one)."""
+    """The stack after ``step`` steps, written atomically and checksummed (a complete file or the previous one)."""
     state = {"identity": json.dumps(_identity(config, runs)), "step": step,
              "params": {name: p.detach().cpu() for name, p in params.items()},
              "optimizer": optimizer.state_dict(), "losses": losses.cpu(), "rng_states": json.dumps(states)}
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    save_torch_checked(path, state)
 
 
 def _resume(path: Path, config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor],
             optimizer: torch.optim.Optimizer, losses: torch.Tensor) -> tuple[int, list[dict[str, Any]]]:
     """Load the checkpoint at ``path`` into the stack; its step and generator states. Refuses one of another
-    configuration."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    configuration; a damaged one names its file (:func:`~joma_lib.io.load_torch_checked`)."""
+    state = load_torch_checked(path, map_location="cpu")
     identity = json.loads(state["identity"])
     if identity != _identity(config, runs):
         raise ValueError(f"{path} is a checkpoint of other settings or another --stack-size "
