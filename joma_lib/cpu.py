@@ -270,8 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["--child"]:
         _child()
         return 0
+    usage = "usage: python -m joma_lib.cpu [--refresh]: print whether bf16 runs here (--refresh: probe again)"
+    if args in (["--help"], ["-h"]):
+        print(usage)
+        return 0
     if args not in ([], ["--refresh"]):
-        print(f"usage: python -m joma_lib.cpu [--refresh]; unknown arguments {args}", file=sys.stderr)
+        print(f"{usage}; unknown arguments {args}", file=sys.stderr)
         return 2
 
     def verdict() -> int:

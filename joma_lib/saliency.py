@@ -210,10 +210,11 @@ def salient_token_dynamics(model: TokenModel, n_times: int = 200, min_gap: float
     With exp attention and zero initialisation, Theorem 1 gives logits ``z = v^2/2``, so the
     expected attention on token ``l`` is ``P[l|m] exp(v_l^2/2)``, normalised here to a
     distribution. Since everything decisive happens just before the blow-up time ``t*``,
-    the times are spaced geometrically in the remaining gap ``1 - t/t*``, from 1 down to ``min_gap``.
+    the times are spaced geometrically in the remaining gap ``1 - t/t*``, from 1 down to ``min_gap``
+    (at least 1e-15: below that ``1 - gap`` rounds to 1 in float64, ``t`` reaches ``t*`` and ``v`` is infinite).
     """
     n_times = check_int("n_times", n_times, 2, 100_000)
-    min_gap = check_float("min_gap", min_gap, 0, 1, low_open=True, high_open=True)
+    min_gap = check_float("min_gap", min_gap, 1e-15, 1, high_open=True)
     delta = saliency(model)
     gap = np.geomspace(1.0, min_gap, n_times)
     t = (1.0 - gap) * SQRT_PI_OVER_2 / np.max(np.abs(delta))

@@ -28,6 +28,7 @@ BAD_AND_GOOD = {
     "MKL_NUM_THREADS": ("abc", "1"),
     "HF_HUB_OFFLINE": ("maybe", "false"),
     "HF_DATASETS_OFFLINE": ("2", "ON"),
+    "JOMA_RELEASE_TAG": ("1.0", "v0.1.0"),
 }
 
 

@@ -25,12 +25,23 @@ from importlib import metadata
 from pathlib import Path
 
 from joma_lib.kit.registry import get_spec
+from joma_lib.startup import declare_env
 
 PACKAGE = "joma-companion"
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
 COMPANION_TITLE = "JoMA, worked through: an executable companion to Tian et al. (ICLR 2024)"
 COMPANION_AUTHOR = "The JoMA companion contributors"
 RELEASE_ENV = "JOMA_RELEASE_TAG"
+
+
+def _release_tag(value: str) -> str:
+    """``JOMA_RELEASE_TAG``'s form, checked at start-up; :func:`project` then checks it is this version's tag."""
+    if not re.fullmatch(r"v\d+(\.\d+)*", value):
+        raise ValueError(f"must be a release tag v<version>, got {value!r}")
+    return value
+
+
+declare_env(RELEASE_ENV, "a release tag v<version> (the version in pyproject.toml), or unset", _release_tag)
 """Set to ``v<version>`` by the release workflow: this build is that release (unset: a development build)."""
 PAPER = ("Yuandong Tian, Yiping Wang, Zhenyu Zhang, Beidi Chen and Simon S. Du. JoMA: Demystifying Multilayer "
          "Transformers via JOint Dynamics of MLP and Attention. ICLR 2024. arXiv:2310.00535")

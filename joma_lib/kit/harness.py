@@ -2,11 +2,11 @@
 
 The three ways a figure is used all go through :func:`compute`:
 
-* the book page calls :func:`show` (compute, draw, save PNG/SVG/npz/CSV for download,
-  glue the figure for a numbered, citable caption);
+* the book page calls :func:`show` (compute, draw, save PNG/SVG/npz/CSV for download, glue the figure for a
+  numbered, citable caption);
 * ``python -m joma_lib.figures make`` saves the same files anywhere;
-* ``python -m joma_lib.figures verify`` compares the data with the committed
-  reference (``joma_lib/figures/reference/<fig_id>.npz`` + ``.json``).
+* ``python -m joma_lib.figures verify`` compares the data with the committed reference
+  (``joma_lib/figures/reference/<fig_id>.npz`` + ``.json``).
 
 A *figure store* (the folder named by ``JOMA_FIGURE_STORE``) lets one run compute each figure once: :func:`show`
 keeps there the data it computed (npz + json manifest, as a reference), and ``verify --from``, the tests and the
@@ -36,8 +36,8 @@ from matplotlib.figure import Figure
 
 from joma_lib.cpu import bf16_support, onednn_isa_limit
 from joma_lib.device import on_gpu
-from joma_lib.io import InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, write_npz
-from joma_lib.io import remove_stale_temps, writable_dir
+from joma_lib.io import (InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, remove_stale_temps,
+                         writable_dir, write_npz)
 from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.kit.receipts import keep_receipt
@@ -47,8 +47,7 @@ from joma_lib.lm.precision import precisions_used
 from joma_lib.startup import declare_env
 
 REFERENCE_DIR = Path(__file__).parents[1] / "figures" / "reference"
-# Figures with more values than this offer their CSV gzip-compressed (``<fig_id>.csv.gz``), so that
-# no page offers a multi-megabyte download; the npz next to it holds the same data.
+# Figures with more values than this offer their CSV gzipped (``<fig_id>.csv.gz``): no multi-megabyte download
 CSV_GZIP_ABOVE = 50_000
 PHONE_SUFFIX = "phone.png"  # the phone layout of a figure, served to narrow screens (_ext/sphinx_figures.py)
 STORE_ENV = "JOMA_FIGURE_STORE"
@@ -146,14 +145,8 @@ def _environment() -> dict[str, str]:
     import scipy
     import torch
 
-    return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "torch": torch.__version__,
-        "matplotlib": matplotlib.__version__,
-        "device": "cuda" if on_gpu() else "cpu",
-    }
+    return {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
+            "torch": torch.__version__, "matplotlib": matplotlib.__version__, "device": "cuda" if on_gpu() else "cpu"}
 
 
 def reference_path(fig_id: str, reference_dir: Path | None = None) -> Path:
@@ -366,8 +359,7 @@ def verify(fig_id: str, reference_dir: Path | None = None) -> Comparison:
 
 def store_dir() -> Path | None:
     """The figure store named by ``JOMA_FIGURE_STORE`` (None when it is unset or empty)."""
-    value = os.environ.get(STORE_ENV, "")
-    return Path(value) if value else None
+    return Path(os.environ[STORE_ENV]) if os.environ.get(STORE_ENV) else None
 
 
 def _params_json(fig_id: str) -> Any:
@@ -378,10 +370,9 @@ def _params_json(fig_id: str) -> Any:
 def load_stored(fig_id: str, store: Path) -> FigureData | None:
     """``fig_id``'s data kept in ``store`` by :func:`show`, if they were made here as now: with the figure's
     registered params, for the reference variant that applies (e.g. the training precision) and under the same
-    oneDNN instruction-set ceiling; None otherwise. A damaged entry raises :class:`CorruptReferenceError`.
-
-    An entry counts once its manifest is there: :func:`write_reference` writes the npz, then the manifest (each
-    atomically), so a notebook executed beside the one that is keeping the figure never sees half an entry."""
+    oneDNN instruction-set ceiling; None otherwise. A damaged entry raises :class:`CorruptReferenceError`. An entry
+    counts once its manifest is there (:func:`write_reference` writes the npz, then the manifest, each atomically),
+    so a notebook executed beside the one keeping the figure never sees half an entry."""
     path = reference_path(fig_id, store)
     if not path.with_suffix(".json").exists():
         return None
