@@ -37,7 +37,7 @@ RELEASE_ENV = "JOMA_RELEASE_TAG"
 def _release_tag(value: str) -> str:
     """``JOMA_RELEASE_TAG``'s form, checked at start-up; :func:`project` then checks it is this version's tag."""
     if not re.fullmatch(r"v\d+(\.\d+)*", value):
-        raise ValueError(f"must be a release tag v<version>, got {value!r}")
+        raise ValueError(f"{RELEASE_ENV} must be a release tag v<version>, got {value!r}")
     return value
 
 
