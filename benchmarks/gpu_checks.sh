@@ -40,6 +40,8 @@ if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -lt 60 ] || [ "$budget" -gt 3600
 fi
 
 PY=${PYTHON:-python3}
+# the repository's joma_lib, also for the scripts in benchmarks/ (a GPU machine has it installed nowhere)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 start=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - start) )); }
 # cap SECONDS: the smaller of SECONDS and what is left of the budget (minus 20 s for the summary)
@@ -91,7 +93,7 @@ summary="$out/summary.md"
 } > "$summary"
 if [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/gpu_checks_site .whl/*.whl \
-    && export PYTHONPATH="/tmp/gpu_checks_site${PYTHONPATH:+:$PYTHONPATH}"
+    && export PYTHONPATH="$PYTHONPATH:/tmp/gpu_checks_site"
 fi
 $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || {
   echo "error: no CUDA device is visible to torch (this script is for a GPU machine; --dry-run elsewhere)" >&2; exit 2; }
