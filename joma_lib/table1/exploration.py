@@ -25,7 +25,7 @@ EXPLORATION_FILE = Path(__file__).parents[1] / "lm" / "results" / "table1-explor
 
 EXPLORED: dict[str, Table1Config] = {
     # Every CPU configuration tried in search of one where layer-0 alignment is not already there at
-    # initialisation (book/hierarchy.md lists them with their outcomes). Fixed before any of them ran; the
+    # initialisation (book/audit.md lists them with their outcomes). Fixed before any of them ran; the
     # selection rule (:func:`select_configuration`) looks only at the untrained scores, the training loss
     # on the real labels and the time, never at the trained or shuffled-label scores.
     "paper-data": PAPER_DATA_QUICK,

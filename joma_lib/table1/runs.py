@@ -27,7 +27,7 @@ CONFIGS: dict[str, Table1Config] = {
     # (not measured), days on a CPU
     # (one step of width 1024 took 6-35 s on the shared 2-core machine).
     "full": Table1Config(),
-    # The larger run of book/hierarchy.md, same data, steps and controls as "quick" but 4x the width (MLP 4 x d as
+    # The larger run of book/table1.md, same data, steps and controls as "quick" but 4x the width (MLP 4 x d as
     # in "quick"): the widest that fits 10 CPU-minutes on one core. Measured on the shared 2-core machine (20 vs
     # 80 steps, extrapolated to the 24 runs of 300 steps): width 128: 314-452 CPU-s, 160: 685, 192: 810, 256: 1414.
     "wide": replace(PAPER_DATA_QUICK, d_model=128, d_hidden=512),
