@@ -32,8 +32,9 @@ from bench_lm_step import BaselineLM, baseline_step, time_alternately
 from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
 from joma_lib.lm.model import TransformerLM, causal_mask
 from joma_lib.lm.precision import candidates
-from joma_lib.lm.stack_step import WARMUP_STEPS, AdamState, StackStep, on_device
-from joma_lib.lm.stacked import CounterMasks, GeneratorMasks, StackedLM
+from joma_lib.device import pinned_threads
+from joma_lib.lm.stack_step import AdamState, StackStep, on_device
+from joma_lib.lm.stacked import StackedLM, mask_source
 from joma_lib.lm.step import make_optimizer, train_step
 
 #: runs per stack in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
@@ -44,24 +45,18 @@ PAPER_STEPS = 58_000
 def stacked_step(models: list[TransformerLM], device: torch.device, precision: str, x: torch.Tensor,
                  y: torch.Tensor) -> Callable[[], None]:
     """One step of ``models`` as a stack, warmed up (and captured on a GPU) before it is timed."""
-    masks = (GeneratorMasks([torch.Generator() for _ in models], device) if device.type == "cpu"
-             else CounterMasks(list(range(len(models))), 0, device))
-    stack = StackedLM.from_models(models, masks, device)
+    stack = StackedLM.from_models(models, mask_source(device, list(range(len(models)))), device)
     step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-4] * len(models), device),
                      on_device([0.5] * len(models), device), precision)
-    for _ in range(WARMUP_STEPS + 1):
-        step.step(x, y)
+    step.warm_up(x, y)
     return lambda: step.step(x, y)
 
 
-def one_thread(call: Callable[[], object]) -> None:
-    """``call()`` on one CPU thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        call()
-    finally:
-        torch.set_num_threads(before)
+def _on_one_thread(model: TransformerLM, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                   precision: str) -> None:
+    """One unstacked step on one CPU thread (what each of `--jobs 2`'s processes runs)."""
+    with pinned_threads(1):
+        train_step(model, optimizer, x, y, 0.5, precision)
 
 
 def bench(device: torch.device, n_layers: int, n_stack: int, vocab: int, repeats: int, clock: str
@@ -81,8 +76,8 @@ def bench(device: torch.device, n_layers: int, n_stack: int, vocab: int, repeats
         if device.type == "cpu":  # what each of `--jobs 2`'s two processes runs: one run on one thread
             single = copy.deepcopy(ours)
             opt_single = make_optimizer(single, 1e-4)
-            calls[f"ours 1 thread {precision}"] = lambda m=single, o=opt_single, p=precision: one_thread(
-                lambda: train_step(m, o, x, y, 0.5, p))
+            calls[f"ours 1 thread {precision}"] = lambda m=single, o=opt_single, p=precision: _on_one_thread(
+                m, o, x, y, p)
         calls[f"one {precision}"] = stacked_step([copy.deepcopy(ours).cpu()], device, precision, x, y)
         calls[f"stack {precision}"] = stacked_step([copy.deepcopy(ours).cpu() for _ in range(n_stack)], device,
                                                    precision, x, y)

@@ -34,8 +34,8 @@ from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.model import TransformerLM
 from joma_lib.lm.precision import record_used, resolve
 from joma_lib.lm.runs import finished_result, run_lock, save_checkpoint, write_results
-from joma_lib.lm.stack_step import WARMUP_STEPS, AdamState, StackStep, on_device
-from joma_lib.lm.stacked import CounterMasks, GeneratorMasks, StackedLM, evaluate_stack, stable_ranks
+from joma_lib.lm.stack_step import AdamState, StackStep, on_device
+from joma_lib.lm.stacked import StackedLM, evaluate_stack, mask_source, stable_ranks
 from joma_lib.lm.step import (
     RunInterrupted,
     build_model,
@@ -84,9 +84,7 @@ def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads:
         if "x" not in probe:
             vocab = first.max_vocab or WIKITEXT2_VOCAB
             models = [cast(TransformerLM, build_model(cfg, vocab)) for cfg in group]
-            masks = (GeneratorMasks([torch.Generator() for _ in group], device) if device.type == "cpu"
-                     else CounterMasks([c.seed for c in group], 0, device))
-            probe["model"] = StackedLM.from_models(models, masks, device)
+            probe["model"] = StackedLM.from_models(models, mask_source(device, [c.seed for c in group]), device)
             tokens = torch.randint(0, vocab, (first.batch_size, first.seq_len + 1), device=device)
             probe["x"], probe["y"] = tokens[:, :-1], tokens[:, 1:]
         if precision not in probe:
@@ -94,8 +92,7 @@ def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads:
             probe[precision] = StackStep(model, AdamState(list(model.params.values())),
                                          on_device([c.lr for c in group], device),
                                          on_device([c.clip for c in group], device), precision)
-            for _ in range(WARMUP_STEPS + 1):  # a GPU step is captured: time its replays
-                probe[precision].step(probe["x"], probe["y"])
+            probe[precision].warm_up(probe["x"], probe["y"])  # a GPU step is captured: time its replays
         probe[precision].step(probe["x"], probe["y"])
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -180,7 +177,7 @@ def _train_group(cfgs: Sequence[RunConfig], ckpts: dict[str, dict[str, Any] | No
         generators.append(generator)
     ck0 = ckpts[first.name]
     step = ck0["step"] if ck0 else 0
-    masks = GeneratorMasks(generators, dev) if dev.type == "cpu" else CounterMasks([c.seed for c in cfgs], step, dev)
+    masks = mask_source(dev, [c.seed for c in cfgs], step, generators)
     stack = StackedLM.from_models(models, masks, dev)
     adam = AdamState(list(stack.params.values()))
     hists = []

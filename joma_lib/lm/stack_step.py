@@ -101,6 +101,12 @@ class StackStep:
         if isinstance(masks, CounterMasks):
             masks.advance()
 
+    def warm_up(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Train :data:`WARMUP_STEPS` + 1 steps on ``x -> y``, so that the next step of this shape is a replay of its
+        captured graph on a GPU (a throw-away stack whose step is to be timed)."""
+        for _ in range(WARMUP_STEPS + 1):
+            self.step(x, y)
+
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         if self.mode == "eager":
             self._body(x, y)

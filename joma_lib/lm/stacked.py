@@ -29,6 +29,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from joma_lib.lm.data import n_chunks
 from joma_lib.lm.metrics import ENTROPY_EPS
 from joma_lib.lm.model import (
     TransformerLM,
@@ -103,6 +104,15 @@ class CounterMasks:
         self.site += 1
         index = torch.arange((n + 3) // 4, dtype=torch.int64, device=self.seeds.device) * _GOLDEN
         return mix64(stream[:, None] + index).view(torch.int16)[:, :n].reshape(-1)
+
+
+def mask_source(device: torch.device, seeds: Sequence[int], step: int = 0,
+                generators: Sequence[torch.Generator] | None = None) -> MaskSource:
+    """The masks of a stack of runs with these ``seeds`` on ``device``: on the CPU from ``generators`` (each run's
+    stream; fresh ones if None), elsewhere from the counter hash at training step ``step``."""
+    if device.type == "cpu":
+        return GeneratorMasks(generators if generators is not None else [torch.Generator() for _ in seeds], device)
+    return CounterMasks(seeds, step, device)
 
 
 def _linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -228,7 +238,7 @@ def evaluate_stack(model: StackedLM, streams: torch.Tensor, seq_len: int, max_ch
     evaluated several at a time (as many as keep ``[R, tokens, V]`` under :data:`EVAL_ELEMENTS`); only the
     order of the sums differs from one chunk at a time.
     """
-    total = -(-(streams.shape[1] - 1) // seq_len)
+    total = n_chunks(streams, seq_len)
     count = total if max_chunks is None else min(total, max_chunks)
     device = model.params["embedding.weight"].device
     per_chunk = model.n_runs * streams.shape[0] * seq_len * model.vocab_size
