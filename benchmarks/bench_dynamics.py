@@ -133,7 +133,7 @@ def bench_fig4(batch: int, repeats: int) -> dict[str, float]:
 
 
 def bench_widget(n_changes: int) -> dict[str, float]:
-    from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget
+    from joma_lib.chapters.theorem4.widget import ModifiedMLPWidget
 
     explorer = ModifiedMLPWidget()
     changes = [dict(temperature=2.0), dict(nonlinear=False), dict(n=20), dict(profile="geometric"),

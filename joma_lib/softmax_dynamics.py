@@ -74,6 +74,14 @@ def row_entropy(a: object) -> np.ndarray | float:
     return float(h) if h.ndim == 0 else h
 
 
+def entropy_drop_and_rise(entropy: object) -> tuple[float, float]:
+    """An entropy curve's drop from its start to its minimum, and its rise from the minimum to its end (nats):
+    "sparse, then dense" is a large drop followed by a large rise."""
+    h = as_finite_array("entropy", entropy, min_ndim=1)
+    i = int(np.argmin(h))
+    return float(h[0] - h[i]), float(h[-1] - h[i])
+
+
 def _check_batch_param(name: str, value: object, batch_shape: tuple[int, ...], low: float = 0.0,
                        high: float = np.inf) -> np.ndarray:
     """A parameter in ``(0, high]`` and ``>= low``, given as a scalar or as an array broadcastable to ``batch_shape``."""

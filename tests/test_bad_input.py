@@ -141,9 +141,9 @@ def test_the_second_probe_gets_clear_errors(case):
 
 
 @pytest.mark.parametrize("panel, bad, message, good", [
-    ("theorems3_4.ModifiedMLPWidget", {"temperature": 0}, r"temperature must be in \[0.25, 10\], got 0",
+    ("theorem4.ModifiedMLPWidget", {"temperature": 0}, r"temperature must be in \[0.25, 10\], got 0",
      {"temperature": 2.0}),
-    ("theorems3_4.ModifiedMLPWidget", {"n": -3}, r"n must be in \[2, 30\], got -3", {"n": 12}),
+    ("theorem4.ModifiedMLPWidget", {"n": -3}, r"n must be in \[2, 30\], got -3", {"n": 12}),
     ("hierarchy.CooccurrenceWidget", {"depth": 0}, r"depth must be in \[2, 20\], got 0", {"depth": 5}),
     ("hierarchy.CooccurrenceWidget", {"depth": 5, "height": 7}, r"height must be an integer in \[1, depth=5\], got 7",
      {"depth": 5, "height": 4}),

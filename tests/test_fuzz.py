@@ -210,7 +210,7 @@ def _pinned(threads: Any) -> int:
 
 #: the widgets' panels, built with hostile initial values (needs ipywidgets: imported lazily)
 WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
-    "widgets.theorems3_4.ModifiedMLPWidget": ("joma_lib.chapters.theorems3_4.widget", "ModifiedMLPWidget", {
+    "widgets.theorem4.ModifiedMLPWidget": ("joma_lib.chapters.theorem4.widget", "ModifiedMLPWidget", {
         "n": _int(2, 30), "temperature": _num(0.25, 10), "eta": _num(0.005, 0.1), "n_steps": _int(100, 300),
         "profile": st.sampled_from(["fig4", "linear", "cubic", None])}),
     "widgets.hierarchy.CooccurrenceWidget": ("joma_lib.chapters.hierarchy.widget", "CooccurrenceWidget", {

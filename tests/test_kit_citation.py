@@ -62,7 +62,7 @@ def test_citation_cff_and_zenodo_give_the_companion_entry_the_citations_use():
 def test_a_release_cites_the_versioned_anchor_and_its_doi(build, capsys):
     proj = build(True, doi="10.5281/zenodo.1234567")
     cited = citation.cite("fig4")
-    url = f"{proj.site}v{proj.version}/book/theorems3_4.html#fig4"
+    url = f"{proj.site}v{proj.version}/book/theorem4.html#fig4"
     assert f"url          = {{{url}}}," in cited.bibtex and cited.text.endswith(url)
     assert "doi          = {10.5281/zenodo.1234567}," in cited.bibtex and "doi:10.5281/zenodo.1234567" in cited.text
     assert f"version      = {{{proj.version}}}," in cited.bibtex

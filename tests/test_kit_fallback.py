@@ -56,7 +56,7 @@ def test_a_panels_picture_comes_with_its_phone_layout():
 
 def test_the_phone_layout_leaves_the_live_figure_alone():
     """Fig. 4's panel keeps one figure and updates it in place: its phone picture is laid out on a copy."""
-    from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget
+    from joma_lib.chapters.theorem4.widget import ModifiedMLPWidget
 
     explorer = ModifiedMLPWidget()
     figure = explorer.draw.figure

@@ -11,23 +11,23 @@ import torch
 from joma_lib.chapters.hierarchy.widget import CooccurrenceWidget
 from joma_lib.kit.widget import LiveWidget
 from joma_lib.chapters.theorem1.widget import theorem1_live_widget
-from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget, simulate_profile
+from joma_lib.chapters.theorem4.widget import ModifiedMLPWidget, simulate_profile
 
 torch.set_num_threads(1)
 
 PANELS = {
     "theorem1": lambda: theorem1_live_widget(attention="linear", phi="identity"),
-    "theorems3_4": lambda: ModifiedMLPWidget(n_steps=200),
+    "theorem4": lambda: ModifiedMLPWidget(n_steps=200),
     "hierarchy": lambda: CooccurrenceWidget(depth=6),
 }
 
 # (panel, bad values, words the message must contain, good values that must redraw afterwards)
 CASES = [
-    ("theorems3_4", {"eta": math.nan}, ["eta", "finite"], {"eta": 0.05}),
-    ("theorems3_4", {"temperature": 0.0}, ["temperature", "0.25"], {"temperature": 1.0}),
-    ("theorems3_4", {"n_steps": 0}, ["n_steps", "100"], {"n_steps": 300}),
-    ("theorems3_4", {"low": 3.0, "high": 2.0}, ["high", "3"], {"high": 5.0}),  # refused by the computation
-    ("theorems3_4", {"profile": "cubic"}, ["profile", "geometric"], {"profile": "linear"}),
+    ("theorem4", {"eta": math.nan}, ["eta", "finite"], {"eta": 0.05}),
+    ("theorem4", {"temperature": 0.0}, ["temperature", "0.25"], {"temperature": 1.0}),
+    ("theorem4", {"n_steps": 0}, ["n_steps", "100"], {"n_steps": 300}),
+    ("theorem4", {"low": 3.0, "high": 2.0}, ["high", "3"], {"high": 5.0}),  # refused by the computation
+    ("theorem4", {"profile": "cubic"}, ["profile", "geometric"], {"profile": "linear"}),
     ("hierarchy", {"depth": 0}, ["depth", "[2, 20]"], {"depth": 5}),
     ("hierarchy", {"rho": -0.5}, ["rho"], {"tie_rho": False, "rho": 0.5}),
     ("theorem1", {"seed": -1}, ["seed", "[0, 9]"], {"seed": 3}),
@@ -55,7 +55,7 @@ def test_bad_values_are_reported_in_the_panel_and_it_recovers(panels, name, bad,
     assert panel.update(**bad) == 0.0
     assert panel.error is not None and all(word in panel.status.value for word in words), panel.status.value
     assert panel.image.value == before_image  # the last good drawing stays
-    if name != "theorems3_4" or "low" not in bad:  # the low/high pair is settable; the computation refuses it
+    if name != "theorem4" or "low" not in bad:  # the low/high pair is settable; the computation refuses it
         assert panel.values == before_values
     assert panel.update(**good) > 0.0
     assert panel.error is None and "color:#b00" not in panel.status.value
@@ -63,7 +63,7 @@ def test_bad_values_are_reported_in_the_panel_and_it_recovers(panels, name, bad,
 
 
 def test_a_control_change_the_computation_refuses_does_not_raise(panels):
-    panel = panels["theorems3_4"]
+    panel = panels["theorem4"]
     panel.update(low=1.0, high=4.0)
     panel.controls["low"].value = 4.0
     panel.controls["high"].value = 2.0  # observed change: low > high

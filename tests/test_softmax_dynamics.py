@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from joma_lib.softmax_dynamics import (
+    entropy_drop_and_rise,
     fig4_mu,
     row_entropy,
     saliency_profile,
@@ -87,6 +88,15 @@ def test_saliency_profile():
     np.testing.assert_allclose(g, [1.0, 2.0, 4.0])
 
 
+def test_entropy_drop_and_rise(fig4_run):
+    drop, rise = entropy_drop_and_rise(fig4_run.entropy)
+    h = fig4_run.entropy
+    assert drop == pytest.approx(np.log(10) - h.min()) and rise == pytest.approx(h[-1] - h.min())
+    assert drop > 0.9 and rise > 0.2                                # Fig. 4: sparse, then dense
+    assert entropy_drop_and_rise([2.0, 1.0, 0.5]) == (1.5, 0.0)      # falls for good: no rise
+    assert entropy_drop_and_rise([1.0, 1.5, 2.0]) == (0.0, 1.0)      # never falls
+
+
 # ----------------------------------------------------------------------------- bad inputs
 @pytest.mark.parametrize("call, match", [
     (lambda: simulate_softmax_attention([1.0, 2.0], temperature=0.0), "temperature"),
@@ -96,6 +106,7 @@ def test_saliency_profile():
     (lambda: simulate_softmax_attention([1.0, 2.0], nonlinear="yes"), "nonlinear"),
     (lambda: simulate_softmax_attention("abc"), "mu"),
     (lambda: row_entropy([0.5, -0.1]), "non-negative"),
+    (lambda: entropy_drop_and_rise([1.0, np.nan]), "entropy"),
     (lambda: fig4_mu(-1), "seed"),
     (lambda: saliency_profile("zipf"), "kind"),
     (lambda: saliency_profile("geometric", low=0.0), "low"),

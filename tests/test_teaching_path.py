@@ -109,7 +109,7 @@ def test_the_waiting_list_holds_only_pages_that_still_fail(claim_ids: set[str]) 
 
 def test_the_teaching_pages_are_the_chapters_less_reference_and_audit() -> None:
     pages = teaching_pages()
-    assert "intro.md" in pages and "theorems3_4.md" in pages and "conclusion.md" in pages
+    assert "intro.md" in pages and "theorem3.md" in pages and "theorem4.md" in pages and "conclusion.md" in pages
     assert not NOT_TEACHING & set(pages)
 
 

@@ -1,22 +1,14 @@
-"""Figures of the Theorems 3-4 page: the nonlinear modified MLP and the paper's Figure 4 (Theorem 3's figures are
-made in :mod:`.theorem3`)."""
+"""Figures of the Theorem 4 page: the convergence rates of the nonlinear modified MLP and the paper's Fig. 4."""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from joma_lib.chapters.theorems3_4.theorem3 import (
-    PORTRAIT_CLAIMS,
-    RELU_CLAIMS,
-    make_portrait,
-    make_relu,
-    plot_portrait,
-    plot_relu,
-)
 from joma_lib.dynamics import convergence_rate_ratio, integrate_nonlinear
 from joma_lib.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
@@ -70,6 +62,18 @@ def plot_fig4(data: FigureData) -> Figure:
     right.set_title("Entropy changes over time", fontsize=9)
     right.legend(fontsize=9)
     return fig
+
+
+def authors_float32_entropy(mu: object, v0: float = 0.05, eta: float = 0.02, n_steps: int = 5000,
+                            temperature: float = 3.0) -> np.ndarray:
+    """The entropy curve of Fig. 4 as the authors' script computes it: the same loop in float32 torch."""
+    mu32 = torch.tensor(as_finite_array("mu", mu, min_ndim=1), dtype=torch.float32)
+    v, entropy = torch.full_like(mu32, v0), []
+    for _ in range(check_int("n_steps", n_steps, 1) + 1):
+        attention = torch.softmax(v**2 / temperature, dim=0)
+        entropy.append(row_entropy(attention.double().numpy()))
+        v = v + eta * (mu32 - v) * attention
+    return np.array(entropy)
 
 
 # --------------------------------------------------------------------------- Fig. 4 variants
@@ -132,6 +136,17 @@ def plot_fig4_variants(data: FigureData) -> Figure:
 
 
 # --------------------------------------------------------------------------- Theorem 4 rates
+def underflow_time(mu: float = 2.0, decades: float = 300.0, t_max: float = 200.0, n_times: int = 2001) -> float:
+    """The first time on a grid of ``[0, t_max]`` at which ``delta = 1 - v/mu`` falls below ``10^-decades`` from
+    ``v(0) = 0``: where a float64 ``delta`` would underflow (``decades = 300``) if ``v`` were integrated directly."""
+    t = np.linspace(0.0, check_float("t_max", t_max, 0.0, low_open=True), check_int("n_times", n_times, 2))
+    below = integrate_nonlinear([mu], t).u[:, 0] / np.log(10) >= check_float("decades", decades, 0.0, low_open=True)
+    if not below.any():
+        raise ValueError(f"delta stays above 10^-{decades:g} up to t_max = {t_max:g}")
+    return float(t[np.argmax(below)])
+
+
+
 def make_rates(mu: tuple[float, ...] = THEOREM4_MU, v0: float = 0.0, n_times: int = 120,
                t_max: float = 200.0) -> FigureData:
     """``dv/dt = (mu - v) o exp(v^2/2)`` from ``v0``: ``u_j = ln 1/delta_j`` and the ratios of Theorem 4."""
@@ -264,7 +279,7 @@ FIGURES = [
         fig_id="fig4",
         title="Nonlinear dynamics with self-attention: sparse, then dense attention",
         paper_ref="Fig. 4",
-        chapter="book/theorems3_4.md",
+        chapter="book/theorem4.md",
         make=make_fig4,
         plot=plot_fig4,
         # float64 recursion of 5000 steps: deterministic; allow for libm/SIMD differences in exp
@@ -275,7 +290,7 @@ FIGURES = [
         fig_id="c-fig4-variants",
         title="Fig. 4 next to the theory's exp(v^2/2) ODE and the linear contrast",
         paper_ref="companion (Fig. 4, Theorem 4)",
-        chapter="book/theorems3_4.md",
+        chapter="book/theorem4.md",
         make=make_fig4_variants,
         plot=plot_fig4_variants,
         default_tol=Tolerance(rtol=1e-8, atol=1e-12),
@@ -285,33 +300,11 @@ FIGURES = [
         fig_id="c-thm4-rates",
         title="Theorem 4: salient components converge exponentially faster",
         paper_ref="companion (Theorem 4)",
-        chapter="book/theorems3_4.md",
+        chapter="book/theorem4.md",
         make=make_rates,
         plot=plot_rates,
         # adaptive-solver output (rtol 1e-10); tolerance leaves room for rounding across platforms only
         default_tol=Tolerance(rtol=1e-8, atol=1e-12),
         claims=RATE_CLAIMS,
-    ),
-    FigureSpec(
-        fig_id="c-thm3-relu",
-        title="Theorem 3 (reconstructed): ReLU update under a cluster mixture, and where it settles",
-        paper_ref="companion (Theorem 3)",
-        chapter="book/theorems3_4.md",
-        make=make_relu,
-        plot=plot_relu,
-        # seeded sampling, closed forms and a deterministic solver (rtol 1e-8) on a contracting flow
-        default_tol=Tolerance(rtol=1e-7, atol=1e-10),
-        claims=RELU_CLAIMS,
-    ),
-    FigureSpec(
-        fig_id="c-thm3-portrait",
-        title="Theorem 3 core update (reconstructed): a ReLU node in 2-D, two clusters, weight decay",
-        paper_ref="companion (Theorem 3)",
-        chapter="book/theorems3_4.md",
-        make=make_portrait,
-        plot=plot_portrait,
-        # closed forms and a deterministic adaptive solver (rtol 1e-8) on a contracting flow
-        default_tol=Tolerance(rtol=1e-7, atol=1e-10),
-        claims=PORTRAIT_CLAIMS,
     ),
 ]

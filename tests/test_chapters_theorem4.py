@@ -1,14 +1,22 @@
-"""The Theorems 3-4 chapter (joma_lib.chapters.theorems3_4): its figures' data and its live widget of the modified-MLP
-dynamics, which reacts to its controls."""
+"""The Theorem 4 chapter (joma_lib.chapters.theorem4): its figures' data, the numbers its page quotes, and its live
+widget of the modified-MLP dynamics, which reacts to its controls."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from joma_lib.chapters.theorems3_4.widget import ModifiedMLPWidget, modified_mlp_widget
+from joma_lib.chapters.theorem4 import (
+    ModifiedMLPWidget,
+    authors_float32_entropy,
+    convergence_offsets,
+    entropy_run,
+    modified_mlp_widget,
+    underflow_time,
+)
+from joma_lib.dynamics import integrate_nonlinear
 
-IDS = ("fig4", "c-fig4-variants", "c-thm4-rates", "c-thm3-relu", "c-thm3-portrait")
+IDS = ("fig4", "c-fig4-variants", "c-thm4-rates")
 
 
 @pytest.mark.parametrize("fig_id", IDS)
@@ -72,38 +80,33 @@ def test_rates_data(figures_by_id):
     assert np.all(d["u"][-1] > 100)  # delta = exp(-u) far below what v could resolve
 
 
-def test_relu_data(figures_by_id):
-    d = figures_by_id["c-thm3-relu"]
-    assert np.all(np.abs(d["closed"] - d["mc"]) < 4.5 * d["mc_stderr"] + 1e-12)
-    assert (d["cos_relu"][-1] > 0.99).sum() >= 3 and d["cos_linear"][-1].max() < 0.7
+def test_float32_entropy_is_the_authors_loop_and_differs_from_float64_only_in_rounding(figures_by_id):
+    d = figures_by_id["fig4"]
+    h32 = authors_float32_entropy(d["mu"])
+    assert h32.shape == d["entropy"].shape and h32.dtype == np.float64
+    gap = np.abs(h32 - d["entropy"]).max()
+    assert 0 < gap < 1.2e-5  # float32 rounds (not identical), and stays within the page's bound
 
 
-def _rest_point(start):
-    """A zero of the 2-D toy's update (c-thm3-portrait's setting), found by Newton's method from ``start``."""
-    from scipy.optimize import fsolve
-
-    from joma_lib.nonlinear import decayed_update, two_cluster_mixture
-
-    two = two_cluster_mixture(0.2)
-    return fsolve(lambda v: decayed_update(v, -0.6, two, 0.5), start, xtol=1e-13)
-
-
-def test_the_mixed_rest_point_is_stable_and_a_saddle_would_fail_the_claim(figures_by_id):
-    from joma_lib.kit import get_spec
-    from joma_lib.nonlinear import decayed_jacobian, two_cluster_mixture
-
-    d = figures_by_id["c-thm3-portrait"]
-    claim = {c.claim_id: c for c in get_spec("c-thm3-portrait").claims}["thm3-decay-mixed-rest-stable"]
-    np.testing.assert_allclose(d["mixed_rest"], _rest_point([0.9, 0.9]), atol=1e-6)  # a true resting point
-    assert claim.evaluate(d)[1] == "holds"
-    saddle = _rest_point([0.7, 1.0])   # the toy's own saddle between the mixed point and a centre
-    eig = np.sort(np.linalg.eigvals(decayed_jacobian(saddle, -0.6, two_cluster_mixture(0.2), 0.5)).real)
-    assert eig[0] < 0 < eig[1]
-    assert claim.evaluate({**d, "mixed_eigenvalues": eig})[1] == "fails"
+def test_underflow_time_is_where_delta_passes_the_decades():
+    t300 = underflow_time(2.0, decades=300)
+    u = integrate_nonlinear([2.0], [t300 - 0.1, t300]).u[:, 0] / np.log(10)
+    assert u[0] < 300 <= u[1] and 90 < t300 < 100
+    assert underflow_time(2.0, decades=10) < t300  # fewer decades, sooner
+    with pytest.raises(ValueError, match="stays above"):
+        underflow_time(1.0, decades=300, t_max=1.0)
 
 
-def test_the_mixed_rest_point_has_a_basin_around_the_diagonal(figures_by_id):
-    d = figures_by_id["c-thm3-portrait"]
-    basin = d["arc_angles"][d["arc_mixed"] == 1]
-    assert basin.size > 1 and np.all(np.diff(basin) == 1.0)    # one unbroken arc ...
-    assert basin.min() < 45 < basin.max() and basin.min() + basin.max() == 90  # ... symmetric about 45 degrees
+def test_entropy_run_summarises_the_curve(figures_by_id):
+    run = entropy_run(figures_by_id["fig4"]["mu"])
+    h = figures_by_id["fig4"]["entropy"]
+    assert run.minimum == pytest.approx(h.min()) and run.end == pytest.approx(h[-1])
+    assert run.drop == pytest.approx(h[0] - h.min()) and run.rise == pytest.approx(h[-1] - h.min())
+    assert run.limit == pytest.approx(float(figures_by_id["fig4"]["entropy_limit"]))
+
+
+def test_convergence_offsets_give_the_one_over_t_term_of_the_ratio():
+    offsets = convergence_offsets([3.0, 2.0])
+    assert np.all(offsets > 0)
+    u = integrate_nonlinear([3.0, 2.0], [50.0]).u[0]  # omega_j(t) = e^{mu_j^2/2} (t - t0_j), long after t0_j
+    np.testing.assert_allclose(u, np.exp(np.array([4.5, 2.0])) * (50.0 - offsets), rtol=1e-6)

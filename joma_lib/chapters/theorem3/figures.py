@@ -1,12 +1,14 @@
-"""Theorem 3 (reconstructed) on the Theorems 3-4 page: the ReLU update under a cluster mixture and where it settles
+"""Figures of the Theorem 3 page (reconstructed): the ReLU update under a cluster mixture and where it settles
 (``c-thm3-relu``), and a ReLU node in 2-D with weight decay (``c-thm3-portrait``)."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.kit.registry import Claim, FigureData
+from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.nonlinear import (
     decayed_jacobian,
     decayed_trajectories,
@@ -185,3 +187,34 @@ PORTRAIT_CLAIMS = (
           "part of the eigenvalues of the update's Jacobian there",
           lambda d: float(np.max(d["mixed_eigenvalues"])), "<", 0.0, kind="companion", threshold_set="before-data"),
 )
+def relu_figure_settings() -> dict[str, object]:
+    """The settings ``c-thm3-relu`` is made with: the defaults of :func:`make_relu` updated by its ``params``."""
+    spec = next(spec for spec in FIGURES if spec.fig_id == "c-thm3-relu")
+    settings: dict[str, object] = {name: p.default for name, p in inspect.signature(spec.make).parameters.items()}
+    return {**settings, **spec.params}
+
+
+FIGURES = [
+    FigureSpec(
+        fig_id="c-thm3-relu",
+        title="Theorem 3 (reconstructed): ReLU update under a cluster mixture, and where it settles",
+        paper_ref="companion (Theorem 3)",
+        chapter="book/theorem3.md",
+        make=make_relu,
+        plot=plot_relu,
+        # seeded sampling, closed forms and a deterministic solver (rtol 1e-8) on a contracting flow
+        default_tol=Tolerance(rtol=1e-7, atol=1e-10),
+        claims=RELU_CLAIMS,
+    ),
+    FigureSpec(
+        fig_id="c-thm3-portrait",
+        title="Theorem 3 core update (reconstructed): a ReLU node in 2-D, two clusters, weight decay",
+        paper_ref="companion (Theorem 3)",
+        chapter="book/theorem3.md",
+        make=make_portrait,
+        plot=plot_portrait,
+        # closed forms and a deterministic adaptive solver (rtol 1e-8) on a contracting flow
+        default_tol=Tolerance(rtol=1e-7, atol=1e-10),
+        claims=PORTRAIT_CLAIMS,
+    ),
+]

@@ -1,0 +1,72 @@
+"""The Theorem 3 chapter (joma_lib.chapters.theorem3): its figures' data, the resting points of its two-cluster toy
+and the answers its exercises quote."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import fsolve
+from scipy.special import ndtr
+
+from joma_lib.chapters.theorem3 import bias_rest_points, fixed_point_rest, relu_figure_settings
+from joma_lib.kit import get_spec
+from joma_lib.nonlinear import decayed_jacobian, decayed_update, two_cluster_mixture
+
+IDS = ("c-thm3-relu", "c-thm3-portrait")
+
+
+@pytest.mark.parametrize("fig_id", IDS)
+def test_matches_reference_and_draws(figures_by_id, fig_id, drawn_like_reference):
+    drawn_like_reference(fig_id, figures_by_id[fig_id])
+
+
+def test_relu_data(figures_by_id):
+    d = figures_by_id["c-thm3-relu"]
+    assert np.all(np.abs(d["closed"] - d["mc"]) < 4.5 * d["mc_stderr"] + 1e-12)
+    assert (d["cos_relu"][-1] > 0.99).sum() >= 3 and d["cos_linear"][-1].max() < 0.7
+
+
+def _rest_point(start):
+    """A zero of the 2-D toy's update (c-thm3-portrait's setting), found by Newton's method from ``start``."""
+    two = two_cluster_mixture(0.2)
+    return fsolve(lambda v: decayed_update(v, -0.6, two, 0.5), start, xtol=1e-13)
+
+
+def test_the_mixed_rest_point_is_stable_and_a_saddle_would_fail_the_claim(figures_by_id):
+    d = figures_by_id["c-thm3-portrait"]
+    claim = {c.claim_id: c for c in get_spec("c-thm3-portrait").claims}["thm3-decay-mixed-rest-stable"]
+    np.testing.assert_allclose(d["mixed_rest"], _rest_point([0.9, 0.9]), atol=1e-6)  # a true resting point
+    assert claim.evaluate(d)[1] == "holds"
+    saddle = _rest_point([0.7, 1.0])   # the toy's own saddle between the mixed point and a centre
+    eig = np.sort(np.linalg.eigvals(decayed_jacobian(saddle, -0.6, two_cluster_mixture(0.2), 0.5)).real)
+    assert eig[0] < 0 < eig[1]
+    assert claim.evaluate({**d, "mixed_eigenvalues": eig})[1] == "fails"
+
+
+def test_the_mixed_rest_point_has_a_basin_around_the_diagonal(figures_by_id):
+    d = figures_by_id["c-thm3-portrait"]
+    basin = d["arc_angles"][d["arc_mixed"] == 1]
+    assert basin.size > 1 and np.all(np.diff(basin) == 1.0)    # one unbroken arc ...
+    assert basin.min() < 45 < basin.max() and basin.min() + basin.max() == 90  # ... symmetric about 45 degrees
+
+
+def test_the_relu_figure_settings_are_its_defaults_and_params():
+    settings = relu_figure_settings()
+    assert (settings["n_samples"], settings["n_states"], settings["n_starts"]) == (200_000, 4, 12)
+    assert settings["bias"] == -0.5 and settings["seed"] == 0
+
+
+def test_the_bias_decides_whether_the_node_chooses():
+    blend, dead, chooses = bias_rest_points(-0.3), bias_rest_points(-0.9), bias_rest_points(-0.6)
+    np.testing.assert_allclose(blend, 1.0, atol=2e-3)   # every start at the linear blend (1, 1)
+    assert np.abs(dead).max() < 1e-6                   # every start dies
+    assert np.ptp(chooses[:, 0]) > 0.9                 # the page's bias: different starts, different rests
+
+
+def test_the_fixed_point_iteration_finds_the_resting_point_near_a_centre(figures_by_id):
+    two = two_cluster_mixture(0.2)
+    rest = fixed_point_rest(two, -0.6, 0.5)
+    np.testing.assert_allclose(decayed_update(rest.mu, -0.6, two, 0.5), 0.0, atol=1e-12)  # a true rest
+    np.testing.assert_allclose(rest.mu, figures_by_id["c-thm3-portrait"]["final_relu"][0], atol=1e-6)
+    assert rest.share == ndtr(rest.kappa) and 0.9 < rest.share < 1 and 0 < rest.noise < 0.05
+    assert abs(rest.mu[0] - (rest.share + rest.noise)) < 2e-3  # the page's account of mu_1 < 1
