@@ -36,7 +36,7 @@ import pytest
 
 from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
 from joma_lib.chapters.explore.figures import MODES
-from joma_lib.chapters.hierarchy.explorer import hierarchy_explorer
+from joma_lib.chapters.fig5.explorer import hierarchy_explorer
 from joma_lib.chapters.theorem1.explorer import theorem1_explorer
 from joma_lib.chapters.wikitext.explorer import wikitext_explorer
 from joma_lib.kit.explorer import Explorer
@@ -292,7 +292,7 @@ def test_page_is_clean(page, width, check, browser, base_url):
 EXPLORERS: dict[str, tuple[str, str, Callable[[dict[str, np.ndarray]], Explorer]]] = {
     "book/explore.html": ("joma-explorer", "c-explorer-grid", fig4_explorer),
     "book/theorem1.html": ("thm1-explorer", "c-thm1-grid", theorem1_explorer),
-    "book/hierarchy.html": ("hierarchy-explorer", "c-hierarchy-grid", hierarchy_explorer),
+    "book/fig5.html": ("hierarchy-explorer", "c-hierarchy-grid", hierarchy_explorer),
     "book/wikitext.html": ("wikitext-explorer", "c-wikitext-grid", wikitext_explorer),
 }
 

@@ -75,7 +75,7 @@ PENDING: tuple[PendingClaim, ...] = (
                  "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
                  "which token associations are learned first.",
                  "the slides show Fig. 5 only as a schematic without numbers, and the panel's wording is known "
-                 "only second-hand, so no test of it can be reconstructed from the paper", "book/hierarchy.md"),
+                 "only second-hand, so no test of it can be reconstructed from the paper", "book/fig5.md"),
     PendingClaim("fig6-bounce-without-adam-reset", "Fig. 6",
                  "The entropy bounce of Fig. 6 appears in a run without the per-epoch restart of Adam of the "
                  "authors' script.", NOT_YET_RUN, "book/rerun.md"),

@@ -16,7 +16,7 @@ from joma_lib.validation import check_choice
 
 
 TABLE1_VERDICTS: dict[str, Literal["holds", "fails"]] = {"table1-layer0-learns": "fails", "table1-level-specific": "fails"}
-"""What book/hierarchy.md reports for the Table 1 claims (set from the reference run, see the page)."""
+"""What book/table1.md reports for the Table 1 claims (set from the reference run, see the page)."""
 
 KINDS = ("trained", "init", "control")
 """The three networks scored per (setting, seed): trained, the same at initialisation, trained on shuffled labels."""

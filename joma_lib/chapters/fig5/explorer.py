@@ -1,9 +1,6 @@
-"""The kernel-free explorer of the hierarchy page, drawn from its grid figure's data."""
+"""The kernel-free explorer of the Fig. 5 page, drawn from its grid figure's data."""
 
 from __future__ import annotations
-
-
-
 
 import numpy as np
 from matplotlib import colormaps
@@ -11,7 +8,6 @@ from matplotlib.colors import to_hex
 
 from joma_lib.kit.explorer import Axes, Control, Explorer, Trace
 from joma_lib.kit.registry import FigureData
-
 
 
 def hierarchy_explorer(data: FigureData) -> Explorer:

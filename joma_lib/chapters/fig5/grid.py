@@ -1,4 +1,4 @@
-"""The grid behind the hierarchy page's kernel-free explorer: Theorem 5 and the Fig. 5 dynamics over tree
+"""The grid behind the Fig. 5 page's kernel-free explorer: Theorem 5 and the Fig. 5 dynamics over tree
 height x polarity (``c-hierarchy-grid``)."""
 
 from __future__ import annotations
