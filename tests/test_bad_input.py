@@ -194,7 +194,7 @@ THIRD_PROBE = {
                                                       "train_loss": np.ones(3), "attn_entropy": np.ones((3, 1)),
                                                       "stable_rank": np.ones((3, 1))}], [RunConfig(n_layers=1)]),
                             r"runs\[0\] must hold one row per checkpoint .*got .*'val_loss': \(2,\)"),
-    "smallest_nc({})": (lambda: importlib.import_module("joma_lib.chapters.theorem1.grid").smallest_nc({}),
+    "smallest_nc({})": (lambda: importlib.import_module("joma_lib.chapters.figs2_3.grid").smallest_nc({}),
                         "data must be the grid figure's data, with the arrays 'nc' and 'steps', got"),
     "fetch_url(timeout=-1)": (lambda: _fetch(timeout=-1.0), r"timeout must be in \(0, inf\), got -1.0"),
     "fetch_url(deadline=nan)": (lambda: _fetch(deadline=float("nan")), "deadline must be a finite number .*got nan"),

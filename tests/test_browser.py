@@ -37,7 +37,7 @@ import pytest
 from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
 from joma_lib.chapters.explore.figures import MODES
 from joma_lib.chapters.fig5.explorer import hierarchy_explorer
-from joma_lib.chapters.theorem1.explorer import theorem1_explorer
+from joma_lib.chapters.figs2_3.explorer import theorem1_explorer
 from joma_lib.chapters.wikitext.explorer import wikitext_explorer
 from joma_lib.kit.explorer import Explorer
 from joma_lib.kit import load_reference
@@ -291,7 +291,7 @@ def test_page_is_clean(page, width, check, browser, base_url):
 # page -> (graph div id, registered grid, the view the page builds from it)
 EXPLORERS: dict[str, tuple[str, str, Callable[[dict[str, np.ndarray]], Explorer]]] = {
     "book/explore.html": ("joma-explorer", "c-explorer-grid", fig4_explorer),
-    "book/theorem1.html": ("thm1-explorer", "c-thm1-grid", theorem1_explorer),
+    "book/figs2_3.html": ("thm1-explorer", "c-thm1-grid", theorem1_explorer),
     "book/fig5.html": ("hierarchy-explorer", "c-hierarchy-grid", hierarchy_explorer),
     "book/wikitext.html": ("wikitext-explorer", "c-wikitext-grid", wikitext_explorer),
 }

@@ -1,6 +1,6 @@
-"""The Theorem 1 chapter (joma_lib.chapters.theorem1): data properties of paper Figs. 2 and 3 and of the
-invariant-residual companion figure, the kernel-free grid, and the live panel, whose fast (numpy) run is the torch
-reference run and which redraws for every option."""
+"""The Theorem 1 chapter (joma_lib.chapters.theorem1): data properties of the invariant-residual companion figures,
+the numbers the page reads off its checks, and the live panel, whose fast (numpy) run is the torch reference run and
+which redraws for every option."""
 
 from __future__ import annotations
 
@@ -12,64 +12,14 @@ import torch
 
 from joma_lib.attention_kinds import ATTENTION_KINDS, ATTENTIONS, AttentionKind
 from joma_lib.block import ACTIVATIONS
-from joma_lib.chapters.theorem1.explorer import theorem1_explorer
-from joma_lib.chapters.theorem1.figures import make_theorem1_grid
+from joma_lib.chapters.theorem1.readings import flow_readings, linear_step, residual_readings
 from joma_lib.chapters.theorem1.widget import LR_RATIOS, CheckDrawing, simulate, theorem1_live_widget, theorem1_widget
-from joma_lib.invariants import toy_check
-from joma_lib.kit import compare, compute, get_spec, load_reference
+from joma_lib.invariants import theorem1_toy, toy_check
+from joma_lib.kit import compute, load_reference
 from joma_lib.kit.fallback import with_static_view
 from joma_lib.kit.widget import LiveWidget
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def fig_data(figure_data):
-    """Data of the paper figures (computed in about 6 s on one core unless kept by the book build), compared with
-    the committed reference."""
-    data = {fig_id: figure_data(fig_id) for fig_id in ("fig2a", "fig2b", "fig3")}
-    for fig_id, fresh in data.items():
-        outcome = compare(get_spec(fig_id), fresh, load_reference(fig_id))
-        assert outcome.passed, f"{fig_id}: {outcome}"
-    return data
-
-
-@pytest.mark.parametrize(("fig_id", "threshold"), [("fig2a", 0.98), ("fig2b", 0.90)])
-def test_fig2_softmax_prediction_tracks_the_logits(fig_data, fig_id, threshold):
-    """T1c in Fig. 2's protocol: NC(z-hat, z) >= 0.98 (Gaussian X) / 0.90 (random X) for all t >= 100, 3 seeds."""
-    d = fig_data[fig_id]
-    assert d["nc_full"].shape[0] >= 3 and d["steps"][-1] == 2000
-    late = d["steps"] >= 100
-    assert d["nc_full"][:, late].min() >= threshold
-    # the sum-of-squares term carries most of the prediction at the end of training
-    assert d["nc_sum_sq"][:, -1].min() >= 0.9
-    assert np.all(d["nc_sum_sq"][:, -1] > np.abs(d["nc_mean_attn"][:, -1]))
-    # and training did something: the loss fell and the logits' mean attention moved
-    assert np.all(d["loss"][:, -1] < d["loss"][:, 0] - 0.2)
-    assert np.all(d["b_bar_drift"] > 0.1)
-
-
-def test_fig2_inputs_are_token_frequencies(fig_data):
-    for fig_id in ("fig2a", "fig2b"):
-        np.testing.assert_allclose(fig_data[fig_id]["X"].sum(axis=0), 1.0, rtol=1e-12)
-    # Gaussian X: the distinct tokens form a bump that moves with the class
-    peaks = fig_data["fig2a"]["X"][:10].argmax(axis=0)
-    assert np.all(np.diff(peaks) >= 0) and peaks[0] == 0 and peaks[-1] == 9
-
-
-def test_fig3_most_salient_component_keeps_growing(fig_data):
-    d = fig_data["fig3"]
-    v0, steps = d["v0"], d["steps"]
-    assert d["V_init"].shape == d["V_final"].shape == (20, 20)
-    np.testing.assert_allclose(d["V_final"][:4, 0], v0[-1], rtol=1e-12)
-    end = v0[-1]
-    assert end[0] > 2 * np.abs(end[1:]).max()                      # component 0 dominates (sim: 1.67 vs 0.37)
-    second_half = steps >= 1000
-    assert np.all(np.diff(v0[second_half, 0]) > 0)                  # ... and keeps growing
-    last = steps >= 1500
-    growth = v0[last][-1] - v0[last][0]
-    assert growth[0] >= 0.3
-    assert np.all(np.abs(growth[1:]) <= 0.05 * growth[0])           # the others have saturated
 
 
 def check_residual_figure(d):
@@ -106,21 +56,46 @@ def test_invariant_holds_at_unequal_learning_rates_only_once_scaled():
         compute("c-invariant-lr-ratio", ratios=(0.0,))
 
 
-def test_theorem1_grid_cells_are_the_toy_runs_and_the_explorer_shows_them(payload, cell_data):
-    data = make_theorem1_grid(attentions=("exp", "softmax"), concentrations=(0.1, 10.0), temperatures=(1.0, 2.0),
-                          steps=120, record_every=20)
-    run = toy_check("softmax", "identity", 0, concentration=10.0, steps=120, record_every=20, temperature=2.0)
-    np.testing.assert_allclose(data["nc"][1, 1, 1], run["nc"], rtol=1e-12)
-    np.testing.assert_allclose(data["residual"][1, 1, 1], run["residual"], rtol=1e-12)
-    assert np.all(data["residual"][0, ..., -1] < 0.01)  # exp attention: the invariant is an identity
-    ex = theorem1_explorer(data)
-    p = payload(ex.html("t1"))
-    ys = cell_data(p, (1, 1, 1))
-    np.testing.assert_allclose(ys[1], run["nc"][1:], rtol=1e-3)  # NC panel, from step 1 on
-    with pytest.raises(ValueError, match="attentions"):
-        make_theorem1_grid(attentions=("cubic",))
-    with pytest.raises(ValueError, match="at most 200 runs"):
-        make_theorem1_grid(concentrations=tuple(range(1, 30)), temperatures=tuple(range(1, 5)))
+def test_flow_readings_summarise_the_table_by_activation_and_ratio():
+    rows = [("exp", "tanh", 1.0, 0.9, 1e-11, 1e-11), ("exp", "relu", 1.0, 0.7, 3e-7, 3e-7),
+            ("linear", "silu", 3.0, 2.0, 2e-11, 0.4), ("exp", "silu", 2.0, 1.5, 5e-12, 0.2)]
+    assert flow_readings(rows) == {"thm1-flow-zmin": 0.7, "thm1-flow-smooth": 2e-11, "thm1-flow-relu": 3e-7,
+                                   "thm1-flow-unscaled": 0.2}
+
+
+def test_residual_readings_read_the_exact_kinds_and_softmax_apart():
+    # residual: attention (linear, exp, softmax) x phi (2) x learning rate (lr, lr / 2) x time (3)
+    residual = np.zeros((3, 2, 2, 3))
+    residual[:2, :, 0, -1], residual[:2, :, 1, -1] = 2e-3, 1e-3  # halves exactly ...
+    residual[1, 1, 1, -1] = 0.8e-3                                 # ... but once: 2e-3 / 0.8e-3 = 2.5
+    residual[2, :, :, -1] = [[0.5, 0.7], [0.6, 0.4]]
+    d = {"attentions": np.array(["linear", "exp", "softmax"]), "residual": residual,
+         "max_abs_z": np.array([[0.8, 0.6], [0.9, 1.0], [0.1, 0.1]])}
+    got = residual_readings(d)
+    assert got["thm1-sgd-exact-max"] == 2e-3 and got["thm1-sgd-exact-zmin"] == 0.6  # softmax's z is not counted
+    assert got["thm1-sgd-halving"] == pytest.approx(0.5) and got["thm1-sgd-softmax-min"] == 0.4
+
+
+def test_the_linear_step_is_the_exercise_solution():
+    """The page's exercise on linear attention: its hand-written numpy step, from the exp toy's weights and z = 1,
+    is the library's step, and the linear invariant moves by dz^2 - sum_k dv_k^2 (second order)."""
+    spec, X, y, state = theorem1_toy("exp", "tanh")
+    lin_spec, X_lin, _, lin_state = theorem1_toy("linear", "tanh")
+    assert np.array_equal(X_lin, X) and np.array_equal(lin_state.W[0], state.W[0]) and np.all(lin_state.z[0] == 1)
+    U_C, u_q = spec.embeddings()
+    W, W_out, Y, lr = state.W[0], state.A[0], np.eye(spec.n_classes)[:, y], 0.1
+    z = np.ones(X.shape[0])
+    f = U_C @ (X * z[:, None]) + u_q[:, None]
+    h = np.tanh(W.T @ f)
+    p = np.exp(W_out.T @ h)
+    p /= p.sum(axis=0)
+    gh = (W_out @ (Y - p)) * (1 - h**2) / X.shape[1]
+    V = U_C.T @ W
+    step = linear_step(lr)
+    np.testing.assert_allclose(step["dv"], U_C.T @ (lr * f @ gh.T), rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(step["dz"], lr * (X * (V @ gh)).sum(axis=1), rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(step["drift"], step["dz"] ** 2 - (step["dv"] ** 2).sum(axis=1), rtol=1e-8, atol=1e-16)
+    assert np.abs(step["drift"]).max() < 0.05 * np.abs(step["dz"]).max()
 
 
 @pytest.fixture(scope="module")

@@ -137,7 +137,7 @@ class ClaimResult:
 
 
 def page_of(spec: FigureSpec) -> str:
-    """Where the book shows a figure: its chapter and the figure's anchor (``book/theorem1.md#fig2a``)."""
+    """Where the book shows a figure: its chapter and the figure's anchor (``book/figs2_3.md#fig2a``)."""
     return f"{spec.chapter}#{spec.fig_id}"
 
 

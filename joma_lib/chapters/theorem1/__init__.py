@@ -6,14 +6,11 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 from __future__ import annotations
 
 from joma_lib.block import train
-
-from joma_lib.invariants import theorem1_toy
-from joma_lib.chapters.theorem1.explorer import theorem1_explorer
-from joma_lib.chapters.theorem1.grid import smallest_nc
+from joma_lib.chapters.theorem1.readings import flow_readings, linear_step, residual_readings
 from joma_lib.chapters.theorem1.widget import simulate, theorem1_widget
-from joma_lib.invariants import flow_check, toy_check
+from joma_lib.invariants import flow_check, theorem1_toy, toy_check
 
 __all__ = [
-    "flow_check", "simulate", "smallest_nc", "theorem1_explorer", "theorem1_toy", "theorem1_widget", "toy_check",
-    "train",
+    "flow_check", "flow_readings", "linear_step", "residual_readings", "simulate", "theorem1_toy", "theorem1_widget",
+    "toy_check", "train",
 ]

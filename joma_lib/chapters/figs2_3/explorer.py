@@ -1,16 +1,14 @@
-"""The kernel-free explorer of the theorem1 page, drawn from its grid figure's data."""
+"""The kernel-free explorer of the figs2_3 page (Theorem 1 over the bags and the temperature), drawn from its grid
+figure's data."""
 
 from __future__ import annotations
-
-
-
 
 import numpy as np
 
 from joma_lib.kit.explorer import Axes, Control, Explorer, Trace
 from joma_lib.kit.registry import FigureData
 
-from joma_lib.chapters.theorem1.grid import THEOREM1_NC_FROM, smallest_nc
+from joma_lib.chapters.figs2_3.grid import THEOREM1_NC_FROM, smallest_nc
 
 
 def theorem1_explorer(data: FigureData) -> Explorer:

@@ -1,4 +1,4 @@
-"""The grid behind the Theorem 1 page's kernel-free explorer (``c-thm1-grid``): Theorem 1 on the toy block over
+"""The grid behind the kernel-free explorer of the figs2_3 page (``c-thm1-grid``): Theorem 1 on the toy block over
 attention kind x bag concentration x attention temperature."""
 
 from __future__ import annotations
