@@ -16,7 +16,7 @@ outputs at the same times) and reports time and accuracy side by side:
 * The live widget: redraw time per control change (wall clock and CPU time).
 
 Run: ``python benchmarks/bench_dynamics.py [--batch 40] [--repeats 3]``. CPU only, one thread
-is enough (``OMP_NUM_THREADS=1``). The numbers are also stored in ``joma_lib/benchmark_results/dynamics.json``
+is enough (``OMP_NUM_THREADS=1``). The numbers are also stored in ``joma_lib/kit/benchmark_results/dynamics.json``
 (the Performance page).
 """
 
@@ -32,9 +32,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from joma_lib.dynamics import blowup_time, integrate_linear, integrate_nonlinear, linear_closed_form, nonlinear_by_quadrature
+from joma_lib.theory.dynamics import blowup_time, integrate_linear, integrate_nonlinear, linear_closed_form, nonlinear_by_quadrature
 from joma_lib.kit.benchmarks import save_results
-from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
+from joma_lib.theory.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
 RTOL, ATOL = 1e-10, 1e-12
 
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=40, help="problems per comparison")
     parser.add_argument("--repeats", type=int, default=3, help="timing repeats (best is kept)")
     parser.add_argument("--widget-changes", type=int, default=24)
-    parser.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/kit/benchmark_results/")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f}; "

@@ -3,7 +3,7 @@
 Opens every page of a built book in headless Chromium (Playwright), finds each explorer (a plotly graph
 with sliders), steps its last slider through its stops ``--repeats`` times as the slider's own events
 would, and reads the redraw time that the explorer's script records (``data-redraw-ms``). Prints the
-median and the largest redraw per explorer and stores them in ``joma_lib/benchmark_results/explorers.json``
+median and the largest redraw per explorer and stores them in ``joma_lib/kit/benchmark_results/explorers.json``
 (the Performance page). Needs the built book and Playwright (``bash .ci/browser_setup.sh``)::
 
     python benchmarks/bench_explorers.py [--html _build/html] [--repeats 15]
@@ -66,7 +66,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--html", type=Path, default=Path("_build/html"), help="the built book (default _build/html)")
     p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
+    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/kit/benchmark_results/")
     args = p.parse_args()
     if not (args.html / "book").is_dir():
         sys.exit(f"--html: no built book at {args.html} (run `make book` first)")

@@ -13,7 +13,7 @@ depth, four steps alternate in one process (same inputs, threads and GPU), media
 From the stacked step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and
 prints it. On a CPU it also times the unstacked step on one thread (each precision) and prints what ``--jobs 2`` would give per run
 (that step over 2, assuming two processes scale perfectly on 2 cores) beside the stack of 2 runs on ``--threads``. Results are stored in
-``joma_lib/benchmark_results/<--results-name>.json`` (or ``--out DIR``)::
+``joma_lib/kit/benchmark_results/<--results-name>.json`` (or ``--out DIR``)::
 
     python benchmarks/bench_lm_stack.py --device cuda             # on a GPU (benchmarks/gpu_checks.sh runs it)
     python benchmarks/bench_lm_stack.py --device cpu --layers 1 2 --threads 2 --repeats 7
@@ -32,7 +32,7 @@ from bench_lm_step import BaselineLM, baseline_step, time_alternately
 from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
 from joma_lib.lm.model import TransformerLM, causal_mask
 from joma_lib.lm.precision import candidates
-from joma_lib.device import pinned_threads
+from joma_lib.base.device import pinned_threads
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import StackedLM, mask_source
 from joma_lib.lm.step import make_optimizer, train_step
@@ -95,7 +95,7 @@ def main() -> None:
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")
-    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/benchmark_results)")
+    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
     results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements

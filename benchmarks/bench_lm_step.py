@@ -20,7 +20,7 @@ the read-out) timed alone at its own shape, in fp32 and in bf16; the precision `
 (:mod:`joma_lib.lm.precision`, its own short measurement) is printed beside the faster one measured here; "GEMM GFLOP/s" is the step's
 GEMM work over the summed GEMM times (the speed the step could reach if it were nothing but
 its GEMMs), "achieved" is the same work over the measured step time. One command prints
-everything and stores it in ``joma_lib/benchmark_results/lm_step.json`` (the Performance page)::
+everything and stores it in ``joma_lib/kit/benchmark_results/lm_step.json`` (the Performance page)::
 
     python benchmarks/bench_lm_step.py                        # 1/2/5/10 layers, wall clock
     python benchmarks/bench_lm_step.py --threads 1 --clock process   # CPU time: robust on a shared machine
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from joma_lib.cpu import bf16_support
+from joma_lib.base.cpu import bf16_support
 from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
 from joma_lib.lm.model import PostLNLayer, TransformerLM, bits_dropout, causal_mask
 from joma_lib.lm.config import RunConfig
@@ -195,11 +195,11 @@ def main() -> None:
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                    help="wall clock, or the process's CPU time (use with --threads 1 on a shared machine)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--results-name", default="lm_step", help="store as joma_lib/benchmark_results/<this>.json")
-    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
+    p.add_argument("--results-name", default="lm_step", help="store as joma_lib/kit/benchmark_results/<this>.json")
+    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/kit/benchmark_results/")
     args = p.parse_args()
     results_path(args.results_name)  # a bad name fails now, not after the measurements
-    if not bf16_support().usable:  # before any bf16 operation (joma_lib.cpu)
+    if not bf16_support().usable:  # before any bf16 operation (joma_lib.base.cpu)
         raise SystemExit(f"this benchmark compares fp32 with bf16, and {bf16_support().summary()}")
     if args.threads is not None:
         torch.set_num_threads(args.threads)

@@ -2,10 +2,10 @@
 
 Three ways to take one Adam step of ``--runs`` runs of a Table 1 configuration (forward, backward, Adam):
 
-* ``unstacked``: :func:`joma_lib.multilayer.train_and_score`'s step for one run (its batch drawn, ``loss.item()``);
-* ``stacked (bmm)``: :mod:`joma_lib.table1.stacked`, the engine the command line uses (labels drawn ahead);
+* ``unstacked``: :func:`joma_lib.theory.table1.model.train_and_score`'s step for one run (its batch drawn, ``loss.item()``);
+* ``stacked (bmm)``: :mod:`joma_lib.theory.table1.stacked`, the engine the command line uses (labels drawn ahead);
 * ``stacked (vmap)``: the alternative, ``torch.func`` (``stack_module_state``, ``functional_call``,
-  ``vmap(randomness="different")``) over :class:`~joma_lib.multilayer.HierarchyTransformer`.
+  ``vmap(randomness="different")``) over :class:`~joma_lib.theory.table1.model.HierarchyTransformer`.
 
 It prints the median step time (``--steps`` timed steps after two warm-up steps; CUDA-synchronised), the time per
 run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
@@ -17,7 +17,7 @@ label streams take per stacked step (drawn in a background thread during trainin
 
 ``--spread`` measures instead how far the numbers move with the summation order alone, at a configuration small
 enough to train whole (``check``): every run trained alone, on the CPU with 1 and with 2 threads (or on the GPU),
-against the stack. The tolerances of ``tests/test_table1_stacked.py`` come from it.
+against the stack. The tolerances of ``tests/test_theory_table1_stacked.py`` come from it.
 
     python benchmarks/bench_table1_stack.py --spread --config check --device cpu|cuda
 """
@@ -37,13 +37,13 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
-from joma_lib.device import resolve_device
+from joma_lib.base.device import resolve_device
 from joma_lib.kit.benchmarks import machine
-from joma_lib.multilayer import RunResult, Table1Config, numerics, setup_run
-from joma_lib.table1.runs import CONFIGS, RunKey, train_runs
-from joma_lib.table1.stacked import LabelStream, stack_parameters, stack_runs, stacked_losses, token_tables
-from joma_lib.table1.stacked_run import run_results, run_table1_stacked
-from joma_lib.validation import check_choice, check_int
+from joma_lib.theory.table1.model import RunResult, Table1Config, numerics, setup_run
+from joma_lib.theory.table1.runs import CONFIGS, RunKey, train_runs
+from joma_lib.theory.table1.stacked import LabelStream, stack_parameters, stack_runs, stacked_losses, token_tables
+from joma_lib.theory.table1.stacked_run import run_results, run_table1_stacked
+from joma_lib.base.validation import check_choice, check_int
 
 
 def timed(steps_by_name: Mapping[str, Callable[[], object]], steps: int, device: torch.device) -> dict[str, float]:

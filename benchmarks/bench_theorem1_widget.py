@@ -6,7 +6,7 @@ engine), of the same simulation on the torch reference engine, and of a full red
 process's CPU time side by side (the latter is what a loaded, shared machine changes least). The three take
 turns within each repeat, so a load that comes and goes slows them alike. Each timed redraw changes a control
 (the seed alternates between 1 and 2), as a reader's click does. The numbers are stored in
-``joma_lib/benchmark_results/theorem1_widget.json`` (the Performance page)::
+``joma_lib/kit/benchmark_results/theorem1_widget.json`` (the Performance page)::
 
     python benchmarks/bench_theorem1_widget.py [--repeats 7]
 """
@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import torch
 
-from joma_lib.attention_kinds import ATTENTIONS
-from joma_lib.invariants import toy_check
+from joma_lib.theory.attention_kinds import ATTENTIONS
+from joma_lib.theory.invariants import toy_check
 from joma_lib.chapters.theorem1.widget import theorem1_live_widget, simulate
 from joma_lib.kit.benchmarks import median_ms, save_results
 
@@ -43,7 +43,7 @@ def timed(fns: dict[str, Callable[[int], object]], repeats: int) -> dict[str, di
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/benchmark_results/")
+    p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/kit/benchmark_results/")
     args = p.parse_args()
     torch.set_num_threads(1)
     panel = theorem1_live_widget()  # builds the figure and draws once (warm-up)

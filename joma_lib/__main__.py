@@ -1,19 +1,29 @@
-"""``python -m joma_lib doctor``: what this machine gives the companion (:mod:`joma_lib.doctor`)."""
+"""``python -m joma_lib doctor | table1``: the two command lines that are not a layer's own.
+
+``doctor`` says what this machine gives the companion (:mod:`joma_lib.kit.doctor`); ``table1`` trains, searches
+and stores the paper's Table 1 (:mod:`joma_lib.theory.table1.cli`; ``python -m joma_lib table1 --help``).
+The figures' command is ``python -m joma_lib.figures``, the language models' ``python -m joma_lib.lm``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from joma_lib import doctor
-from joma_lib.startup import command
+from joma_lib.base.startup import command
+from joma_lib.kit import doctor
+from joma_lib.theory.table1 import cli as table1_cli
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["table1"]:
+        return table1_cli.main(args[1:])
     parser = argparse.ArgumentParser(prog="python -m joma_lib")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="report the torch build, CPU, bf16 probe, precision, GPU, threads, data, Hub")
-    parser.parse_args(argv)
+    sub.add_parser("table1", help="the paper's Table 1: train, search, store (python -m joma_lib table1 --help)")
+    parser.parse_args(args)
     return command(doctor.main)
 
 

@@ -1,6 +1,6 @@
 """Shared test setup: offline by default, a headless matplotlib backend, and bf16 probed before any test runs.
 
-The probe (:func:`joma_lib.cpu.bf16_support`) must run before the first bf16 operation of the process: where
+The probe (:func:`joma_lib.base.cpu.bf16_support`) must run before the first bf16 operation of the process: where
 oneDNN's default bf16 kernels die (AMX advertised but unusable), it limits oneDNN's instruction set, which
 oneDNN reads only on its first use. Tests that exercise bf16 itself are skipped, with the probe's verdict as
 the reason, on a CPU where no bf16 path runs: mark them ``@pytest.mark.bf16``.
@@ -31,7 +31,7 @@ TESTS_STORE_ENV = "JOMA_TESTS_FIGURE_STORE"
 FIGURE_STORE = os.environ.pop("JOMA_FIGURE_STORE", "") or os.environ.get(TESTS_STORE_ENV, "")
 os.environ[TESTS_STORE_ENV] = FIGURE_STORE
 
-from joma_lib.cpu import bf16_support  # noqa: E402 - after the environment above
+from joma_lib.base.cpu import bf16_support  # noqa: E402 - after the environment above
 
 BF16 = bf16_support()
 
@@ -85,7 +85,7 @@ def theorem1_holds() -> Callable[[str], dict[str, np.ndarray]]:
     """``theorem1_holds(attention)``: check Theorem 1 for a registered attention kind (CONTRIBUTING.md, "Add an
     attention kind") and return the flow: along the gradient flow the logits move, the invariant's residual
     vanishes and the logits Theorem 1 predicts from ``V`` are the flow's."""
-    from joma_lib.invariants import flow_check, predicted_logits
+    from joma_lib.theory.invariants import flow_check, predicted_logits
 
     def check(attention: str) -> dict[str, np.ndarray]:
         flow = flow_check(attention, "tanh", t_end=5.0, n_points=6)

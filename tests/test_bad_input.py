@@ -11,22 +11,23 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib import bags, block, dynamics, embeddings, invariants, latent_tree, multilayer, softmax_dynamics
+from joma_lib.theory import bags, block, dynamics, embeddings, invariants, latent_tree, softmax_dynamics
 from joma_lib.lm import data as lm_data
+from joma_lib.theory.table1 import model as table1_model
 from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import runs as lm_runs
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.model import TransformerLM
-from joma_lib.startup import ENV_VARS
+from joma_lib.base.startup import ENV_VARS
 
 
 def test_alignment_score_refuses_nan_instead_of_scoring_zero():
     active = np.array([[1, 0], [0, 1], [1, 1]], dtype=float)
     hidden = np.array([[0.5, np.nan], [0.1, 0.2], [0.9, 0.3]])
     with pytest.raises(ValueError, match="hidden must contain only finite numbers"):
-        multilayer.alignment_score(active, hidden)
+        table1_model.alignment_score(active, hidden)
     with pytest.raises(ValueError, match="active must contain only finite numbers"):
-        multilayer.alignment_score(np.where(active == 1, np.inf, 0.0), np.ones((3, 2)))
+        table1_model.alignment_score(np.where(active == 1, np.inf, 0.0), np.ones((3, 2)))
 
 
 def test_softmax_terms_refuses_mismatched_shapes():
@@ -80,7 +81,7 @@ def test_block_train_refuses_nan_weights_and_reports_divergence():
     (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), eta=float("nan"), n_steps=10), "eta"),
     (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), temperature=0.0, n_steps=10), "temperature"),
     (lambda: softmax_dynamics.saliency_profile("linear", 5, low=3.0, high=1.0), "high"),
-    (lambda: __import__("joma_lib.latent_tree").latent_tree.HBLT(depth=0), "depth"),
+    (lambda: __import__("joma_lib.theory.latent_tree").theory.latent_tree.HBLT(depth=0), "depth"),
 ])
 def test_what_the_widgets_call_refuses_values_it_cannot_honour(call, message):
     """The widgets' computations raise instead of silently changing a value (the panels show the message)."""
@@ -169,7 +170,7 @@ def _spec_and_state():
 
 
 def _ode(rhs):
-    from joma_lib.ode import integrate_autonomous
+    from joma_lib.base.ode import integrate_autonomous
 
     return lambda: integrate_autonomous(rhs, np.ones((2, 3)), [0.0, 1.0])
 
@@ -208,7 +209,7 @@ THIRD_PROBE = {
                        r"t must be an integer in \[1, 1.04858e\+06\], got 0"),
     "sweep_configs(layers=[])": (lambda: importlib.import_module("joma_lib.lm.config").sweep_configs(
         RunConfig(), [], [1e-3], [1]), r"layers must be a non-empty list, got \[\]"),
-    "seed_std([])": (lambda: importlib.import_module("joma_lib.table1.runs").seed_std(np.array([])),
+    "seed_std([])": (lambda: importlib.import_module("joma_lib.theory.table1.runs").seed_std(np.array([])),
                      "values must hold at least one seed's value, got"),
 }
 
@@ -216,7 +217,7 @@ THIRD_PROBE = {
 def _fetch(url: str = "http://127.0.0.1:9/x", timeout: float = 1.0, deadline: float = 1.0) -> None:
     from pathlib import Path
 
-    from joma_lib.io import fetch_url
+    from joma_lib.base.io import fetch_url
 
     fetch_url(url, Path("/nonexistent/never-written"), timeout=timeout, deadline=deadline)
 
@@ -272,7 +273,7 @@ def test_lm_paths_are_checked_before_any_work(tmp_path, capsys, no_corpus, case)
 
 
 def test_the_probe_command_refuses_unknown_options(capsys):
-    from joma_lib import cpu
+    from joma_lib.base import cpu
 
     assert cpu.main(["--bogus"]) == 2
     assert "unknown arguments ['--bogus']" in capsys.readouterr().err
@@ -281,7 +282,7 @@ def test_the_probe_command_refuses_unknown_options(capsys):
 @pytest.mark.parametrize("name, value", [("JOMA_DEVICE", "tpu"), ("JOMA_CACHE", "<file>"), ("OMP_NUM_THREADS", "abc")])
 def test_every_command_line_refuses_a_bad_environment_before_any_work(tmp_path, monkeypatch, capsys, no_corpus,
                                                                       name, value):
-    import joma_lib.table1.cli as table1_cli
+    import joma_lib.theory.table1.cli as table1_cli
     from joma_lib.kit.cli import main as figures
 
     a_file = tmp_path / "a-file"

@@ -10,7 +10,7 @@ import pytest
 from joma_lib.chapters.audit import exploration_markdown
 from joma_lib.chapters.audit.figures import make_pretrained
 from joma_lib.kit import draw, evaluate_figure, get_spec, load_reference
-from joma_lib.table1.exploration import EXPLORED, read_explorations, select_configuration
+from joma_lib.theory.table1.exploration import EXPLORED, read_explorations, select_configuration
 
 
 def test_the_pretrained_claims_come_out_as_the_book_states_on_the_reference():

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
 from joma_lib.chapters.explore.figures import MODES, make_explorer_grid, plot_grid
-from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
+from joma_lib.theory.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
 SMALL = {"spreads": (1.0, 3.0), "temperatures": (1.0, 3.0), "n_steps": 1500, "n_samples": 40}
 

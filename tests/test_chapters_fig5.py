@@ -10,7 +10,7 @@ from joma_lib.chapters.fig5.explorer import hierarchy_explorer
 from joma_lib.chapters.fig5.figures import make_fig5, make_fig5_attention, make_fig5_tree
 from joma_lib.chapters.fig5.grid import make_hierarchy_grid
 from joma_lib.chapters.fig5.query import linear_query_run, query_run
-from joma_lib.latent_tree import HBLT, association_time, cooccurrence_exact
+from joma_lib.theory.latent_tree import HBLT, association_time, cooccurrence_exact
 
 
 def test_hierarchy_grid_matches_theorem5_and_the_association_time(payload, cell_data):

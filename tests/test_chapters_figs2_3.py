@@ -10,7 +10,7 @@ import torch
 from joma_lib.chapters.figs2_3.explorer import theorem1_explorer
 from joma_lib.chapters.figs2_3.figures import make_theorem1_grid, v0_late_growth
 from joma_lib.chapters.figs2_3.readings import fig2_readings, grid_readings, softmax_nc_by_concentration
-from joma_lib.invariants import toy_check
+from joma_lib.theory.invariants import toy_check
 from joma_lib.kit import compare, get_spec, load_reference
 
 torch.set_num_threads(1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from joma_lib.chapters.hierarchy.figures import COOCCURRENCE_SAMPLES, make_cooccurrence
-from joma_lib.latent_tree import HBLT, cooccurrence_exact
+from joma_lib.theory.latent_tree import HBLT, cooccurrence_exact
 
 
 def test_cooccurrence_figure_data() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from joma_lib.chapters.rerun.figures import entropy_bounce, smallest_bounce, srank_drop, srank_rebound
-from joma_lib.chapters.sweeps import entropy_panels
+from joma_lib.kit.sweeps import entropy_panels
 
 
 @pytest.mark.parametrize("curve, bounce", [

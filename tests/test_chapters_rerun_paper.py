@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from joma_lib.chapters.rerun import paper
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import online_claims
 
 STEPS = np.arange(0, 59_000, 1000)

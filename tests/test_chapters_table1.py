@@ -43,7 +43,7 @@ def paper_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     """A synthetic stored run of the full configuration, read back for the paper-scale claims, and its file: at
     initialisation and on shuffled labels the diagonal scores sit near 0.5, trained near 0.9, seed noise 0.02."""
     from joma_lib.chapters.table1.table1_paper import make_table1_paper
-    from joma_lib.table1.runs import CONFIGS, Table1Result, save_result
+    from joma_lib.theory.table1.runs import CONFIGS, Table1Result, save_result
 
     config, path = CONFIGS["full"], tmp_path_factory.mktemp("paper") / "run.npz"
     rng = np.random.default_rng(0)
@@ -71,7 +71,7 @@ def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(pa
     import shutil
 
     from joma_lib.chapters.table1.table1_paper import WAITING, make_table1_paper
-    from joma_lib.io import InputUnavailableError
+    from joma_lib.base.io import InputUnavailableError
     from joma_lib.kit.registry import online_claims
 
     waiting = {k: v for k, v in online_claims().items() if k.startswith("table1-paper-")}

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.attention_kinds import ATTENTION_KINDS, ATTENTIONS, AttentionKind
-from joma_lib.block import ACTIVATIONS
+from joma_lib.theory.attention_kinds import ATTENTION_KINDS, ATTENTIONS, AttentionKind
+from joma_lib.theory.block import ACTIVATIONS
 from joma_lib.chapters.theorem1.readings import flow_readings, linear_step, residual_readings
 from joma_lib.chapters.theorem1.widget import LR_RATIOS, CheckDrawing, simulate, theorem1_live_widget, theorem1_widget
-from joma_lib.invariants import theorem1_toy, toy_check
+from joma_lib.theory.invariants import theorem1_toy, toy_check
 from joma_lib.kit import compute, load_reference
 from joma_lib.kit.fallback import with_static_view
 from joma_lib.kit.widget import LiveWidget

@@ -10,7 +10,7 @@ from scipy.special import ndtr
 
 from joma_lib.chapters.theorem3 import bias_rest_points, fixed_point_rest, relu_figure_settings
 from joma_lib.kit import get_spec
-from joma_lib.nonlinear import decayed_jacobian, decayed_update, two_cluster_mixture
+from joma_lib.theory.nonlinear import decayed_jacobian, decayed_update, two_cluster_mixture
 
 IDS = ("c-thm3-relu", "c-thm3-portrait")
 

@@ -14,7 +14,7 @@ from joma_lib.chapters.theorem4 import (
     modified_mlp_widget,
     underflow_time,
 )
-from joma_lib.dynamics import integrate_nonlinear
+from joma_lib.theory.dynamics import integrate_nonlinear
 
 IDS = ("fig4", "c-fig4-variants", "c-thm4-rates")
 
@@ -41,7 +41,7 @@ def test_panel_redraws_on_control_changes():
 def test_panel_matches_library_run():
     explorer = ModifiedMLPWidget(n_steps=500)
     steps, v0 = explorer.drawing.v_lines[-1].get_data()
-    from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
+    from joma_lib.theory.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
     run = simulate_softmax_attention(fig4_mu(), n_steps=500)
     np.testing.assert_allclose(v0, run.v[steps, -1], rtol=1e-12)

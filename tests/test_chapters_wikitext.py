@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from joma_lib.chapters.sweeps import panel_title, plot_fig6
+from joma_lib.kit.sweeps import panel_title, plot_fig6
 from joma_lib.chapters.wikitext.explorer import wikitext_explorer
 from joma_lib.chapters.wikitext.figures import make_fig6, make_fig8
 from joma_lib.kit import load_reference

@@ -32,7 +32,7 @@ _PYTHON = ("python", "python3", ".venv/bin/python")
 _STARTS = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:\.venv/bin/python3?|python3?|make|bash)\s+\S")
 _INLINE = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 _SEPARATORS = {"&&", "||", ";", "|"}
-KNOWN_FLAGS = {("joma_lib.cpu", "--refresh"): "read from argv by joma_lib.cpu (no argparse), as its docstring says"}
+KNOWN_FLAGS = {("joma_lib.base.cpu", "--refresh"): "read from argv by joma_lib.base.cpu (no argparse), as its docstring says"}
 """Options a module reads without a help text listing them; each must still appear in the module's source."""
 
 
@@ -149,21 +149,21 @@ def checks(part: list[str]) -> list[str]:
 def test_the_extraction_reads_blocks_continuations_and_inline_code():
     text = ("Run\n\n```bash\npython -m joma_lib.lm run --preset x \\\n    --out runs/x   # a comment\n```\n\n"
             "    .venv/bin/python -m joma_lib.figures make table1 --full\n\n"
-            "or `python -m joma_lib.table1 --config\nfull --device cuda` and `make book && bash .ci/run`;"
+            "or `python -m joma_lib table1 --config\nfull --device cuda` and `make book && bash .ci/run`;"
             " not `python` alone, nor ``python -m nothing``.\n")
     commands = shown_commands(text)
     assert commands == ["python -m joma_lib.lm run --preset x --out runs/x   # a comment",
                         ".venv/bin/python -m joma_lib.figures make table1 --full",
-                        "python -m joma_lib.table1 --config full --device cuda", "make book && bash .ci/run"]
+                        "python -m joma_lib table1 --config full --device cuda", "make book && bash .ci/run"]
     assert simple_commands(commands[0]) == [["python", "-m", "joma_lib.lm", "run", "--preset", "x", "--out", "runs/x"]]
     assert simple_commands("A=1 make book && bash .ci/run") == [["make", "book"], ["bash", ".ci/run"]]
 
 
 def test_the_checks_catch_a_module_that_prints_nothing_an_unknown_option_and_a_missing_target():
     assert checks(["python", "-m", "joma_lib.no_such_module"])[0].startswith("unknown module")
-    assert checks(["python", "-m", "joma_lib.table1", "--config", "full", "--no-such-option"]) == \
+    assert checks(["python", "-m", "joma_lib", "table1", "--config", "full", "--no-such-option"]) == \
         ["unknown option --no-such-option"]
-    assert "prints nothing with --help" in checks(["python", "-m", "joma_lib.validation"])  # no command line
+    assert "prints nothing with --help" in checks(["python", "-m", "joma_lib.base.validation"])  # no command line
     assert checks(["make", "no-such-target"])[0].startswith("make -n fails")
     assert checks(["bash", ".ci/no-such-script"]) == ["no script .ci/no-such-script"]
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import joma_lib.chapters as chapters_package
-from joma_lib.attention_kinds import ATTENTION_KINDS, AttentionKind
+from joma_lib.theory.attention_kinds import ATTENTION_KINDS, AttentionKind
 from joma_lib.chapters.theorem1.widget import theorem1_live_widget
 from joma_lib.kit import harness
 from joma_lib.kit.cli import main

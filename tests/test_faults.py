@@ -560,7 +560,7 @@ def test_a_damaged_result_is_completed_again_from_the_checkpoint_with_one_line(t
 _KILLED_WRITER = """
 import os, sys, pathlib
 import numpy as np
-import joma_lib.io as jio
+import joma_lib.base.io as jio
 
 def half_then_killed(tmp, data, dest):
     if dest.name == sys.argv[2]:
@@ -617,7 +617,7 @@ def _disk_full_on(monkeypatch, victim: str) -> None:
     import builtins
     import errno
 
-    import joma_lib.io as jio
+    import joma_lib.base.io as jio
 
     class FullDisk:
         def __init__(self, fh):
@@ -689,7 +689,7 @@ def test_a_finished_run_is_read_without_a_lock(tiny_lm, tmp_path, lm_cli, capsys
 
 
 def test_an_unknown_onednn_ceiling_is_refused_with_the_valid_ones(tiny_lm, tmp_path, lm_cli, monkeypatch, capsys):
-    from joma_lib import cpu
+    from joma_lib.base import cpu
 
     monkeypatch.setattr(cpu, "_applied", None)
     monkeypatch.setenv(cpu.ISA_ENV, "bogus")
@@ -742,8 +742,9 @@ def _ctrl_c(*_: object, **__: object) -> None:
 def test_ctrl_c_is_one_line_and_exit_code_130_in_every_command_line(refs, tmp_path, monkeypatch, capsys, command):
     import joma_lib.__main__ as doctor_cli
     import joma_lib.chapters.rerun.figures as rerun_figures
-    import joma_lib.table1.cli as table1_cli
-    from joma_lib import cpu, doctor
+    import joma_lib.theory.table1.cli as table1_cli
+    from joma_lib.base import cpu
+    from joma_lib.kit import doctor
 
     run = {"figures verify": (harness, "compute", lambda: main(["verify", "c-toy", "c-toy2"])),
            "figures make": (harness, "compute", lambda: main(["make", "c-toy", "--out", str(tmp_path / "out")])),

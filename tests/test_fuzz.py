@@ -25,17 +25,20 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from joma_lib import attention_kinds, bags, block, dynamics, embeddings, invariants, io, latent_tree, multilayer, nonlinear
-from joma_lib import ode, saliency, softmax_dynamics
-from joma_lib import device as device_module
+from joma_lib.theory import attention_kinds, bags, block, dynamics, embeddings, invariants, latent_tree, nonlinear
+from joma_lib.base import io
+from joma_lib.base import ode
+from joma_lib.theory import saliency, softmax_dynamics
+from joma_lib.base import device as device_module
 from joma_lib.lm import config as lm_config
 from joma_lib.lm import data as lm_data
+from joma_lib.theory.table1 import model as table1_model
 from joma_lib.lm import metrics as lm_metrics
 from joma_lib.lm import model as lm_model
 from joma_lib.lm import runs as lm_runs
 from joma_lib.lm import presets
 from joma_lib.lm.config import RunConfig
-from joma_lib.table1 import runs as table1_runs
+from joma_lib.theory.table1 import runs as table1_runs
 
 HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9, "3", None]
 HOSTILE_ARRAYS = [np.array([]), np.zeros((0, 3)), np.array([math.nan, 1.0]), np.array([[math.inf]]), np.ones((2, 3, 4)),
@@ -120,7 +123,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
         "b_bar": _arr((4,), 0, 1)}),
     "invariants.attention_potential": (invariants.attention_potential, {"z": _arr((4,)), "attention": _attn()}),
     "invariants.normalized_correlation": (invariants.normalized_correlation, {"a": _arr((2, 4)), "b": _arr((2, 4))}),
-    "multilayer.alignment_score": (multilayer.alignment_score, {
+    "table1_model.alignment_score": (table1_model.alignment_score, {
         "active": _arr((6, 2), 0, 1), "hidden": _arr((6, 3)), "min_corr": _num(-1, 1)}),
     "embeddings.orthonormal_embeddings": (embeddings.orthonormal_embeddings, {"d": _int(1, 12), "n_tokens": _int(1, 12)}),
     "embeddings.cosine_matrix": (embeddings.cosine_matrix, {"E": _arr((4, 3))}),
@@ -274,7 +277,7 @@ def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
 def test_any_damage_to_a_run_file_is_refused_naming_it(tmp_path_factory, flips, kind):
     """Hostile bytes: any change of a checkpoint or a result (bytes XOR-ed anywhere) is refused, naming the file;
     never resumed or collected as if it were fine."""
-    from joma_lib.io import DamagedFileError
+    from joma_lib.base.io import DamagedFileError
 
     folder = tmp_path_factory.mktemp("run")
     if kind == "checkpoint":

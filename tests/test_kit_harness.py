@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit import harness
 from joma_lib.kit.cli import main
 from joma_lib.kit.registry import FigureSpec

@@ -11,7 +11,7 @@ import pytest
 import scipy
 import torch
 
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit import harness, receipts
 from joma_lib.kit.cli import main
 from joma_lib.kit.registry import FigureSpec

@@ -8,7 +8,9 @@ keep up to date here.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -85,12 +87,30 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     """The walkers themselves: a chapter's module maps to both names, and a relative or direct import is seen."""
     assert expected_test_files("chapters.theorem1.figures") == ["test_chapters_theorem1_figures.py",
                                                                  "test_chapters_theorem1.py"]
-    assert expected_test_files("ode") == ["test_ode.py"]
+    assert expected_test_files("base.ode") == ["test_base_ode.py"]
     assert "kit.registry" in modules() and not any(m.endswith(("__init__", "__main__")) for m in modules())
     sample = tmp_path / "test_x.py"
     sample.write_text("import os\nfrom test_harness import TOY\nfrom . import helpers\n\n"
                       "def f():\n    import conftest\n")
     assert imported_modules(sample) == ["os", "test_harness", ".helpers", "conftest"]
+
+
+def layers() -> list[str]:
+    """The layers of the import contract (``pyproject.toml``), top first: ``__main__ : figures`` gives two."""
+    contracts = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    layered = next(c for c in contracts["contracts"] if c["id"] == "layers")
+    return [name.strip() for layer in layered["layers"] for name in layer.split(":")]
+
+
+def test_the_top_of_the_package_is_its_layers() -> None:
+    """``joma_lib/`` holds ``__init__.py``, ``__main__.py`` and one package per layer of the contract, nothing else;
+    each layer's docstring says what it holds and what it may import."""
+    top = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.endswith(".egg-info"))
+    assert top == sorted(["__init__.py", "__main__.py"] + [name for name in layers() if name != "__main__"])
+    for name in layers():
+        if name != "__main__":
+            doc = importlib.import_module(f"joma_lib.{name}").__doc__ or ""
+            assert len(doc.split()) >= 15, f"joma_lib/{name}/__init__.py says in a few lines what the layer holds"
 
 
 def packages() -> list[str]:

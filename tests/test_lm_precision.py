@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from joma_lib.cpu import bf16_support
+from joma_lib.base.cpu import bf16_support
 from joma_lib.kit import harness
 from joma_lib.kit.registry import FigureSpec, registry
 from joma_lib.lm.data import load_lm_data

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.lm.data import _package_dir
 from joma_lib.lm.pretrained import (
     SOURCES,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.metrics import stable_rank, uniform_causal_entropy
 from joma_lib.lm.pythia import PythiaUnavailable, checkpoint_stable_ranks, fig7_steps, neox_config, pythia_steps

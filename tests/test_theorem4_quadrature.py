@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from joma_lib.dynamics import integrate_nonlinear, nonlinear_by_quadrature
+from joma_lib.theory.dynamics import integrate_nonlinear, nonlinear_by_quadrature
 
 # the stepper runs at rtol 1e-10, atol 1e-12 per step; agreement to 1e-8 relative (1e-10 absolute, for u near 0)
 # leaves a margin of 100 for its accumulated error

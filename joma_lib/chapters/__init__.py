@@ -1,4 +1,6 @@
-"""One package per chapter of the book: its figures (``figures.py``), and its kernel-free explorer
-(``explorer.py``) and live widget (``widget.py``) where the page has them. Chapters import the kit and the
-layers below, never each other; drawing shared by the WikiText chapters is :mod:`joma_lib.chapters.sweeps`.
+"""One package per chapter of the book (``book/<page>.md`` -> ``chapters/<page>/``): its figures (``figures.py``),
+and its kernel-free explorer (``explorer.py``) and live widget (``widget.py``) where the page has them.
+
+May import: :mod:`joma_lib.kit`, :mod:`joma_lib.lm`, :mod:`joma_lib.theory`, :mod:`joma_lib.base`; never another
+chapter (drawing two chapters share lives in the kit, e.g. :mod:`joma_lib.kit.sweeps`).
 """

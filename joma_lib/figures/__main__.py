@@ -2,11 +2,11 @@
 
 import sys
 
-from joma_lib.startup import command
+from joma_lib.base.startup import command
 
 
 def _main() -> int:
-    """Import the kit inside :func:`~joma_lib.startup.command`, so that the check of the environment its import
+    """Import the kit inside :func:`~joma_lib.base.startup.command`, so that the check of the environment its import
     runs ends in one ``error:`` line too."""
     from joma_lib.kit.cli import main
 

@@ -6,7 +6,12 @@ committed reference data; ``check_claims``/``ledger`` evaluate their claims; ``g
 prose; ``with_static_view`` gives a live widget its figure on the static page. Command line:
 ``python -m joma_lib.figures list | make [ids] | verify [ids] | update [ids]``.
 
-A page imports from here and from its own chapter package (``joma_lib.chapters.<page>``) only.
+A page imports from here and from its own chapter package (``joma_lib.chapters.<page>``) only. Also here: the
+drawing that several chapters share (:mod:`.sweeps`, the WikiText sweeps' entropy panels) and the machine report
+(:mod:`.doctor`, ``python -m joma_lib doctor``).
+
+May import: :mod:`joma_lib.lm`, :mod:`joma_lib.theory`, :mod:`joma_lib.base`; never a chapter (the registry finds
+the chapters' ``figures.py`` by name, :data:`.registry.CHAPTERS_PACKAGE`).
 """
 
 from joma_lib.kit.benchmarks import load_results
@@ -29,7 +34,7 @@ from joma_lib.kit.ledger_views import headline, html_table, story_markdown, stor
 from joma_lib.kit.parity import parity_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_spec, registry
 from joma_lib.lm import authors as _authors  # noqa: F401 - declares JOMA_OFFICIAL_DIR, which the figures read
-from joma_lib.startup import check_environment
+from joma_lib.base.startup import check_environment
 
 __all__ = [
     "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger", "check_claims",

@@ -1,4 +1,4 @@
-"""The stored benchmark results: one JSON file per benchmark in the package folder ``joma_lib/benchmark_results/``.
+"""The stored benchmark results: one JSON file per benchmark in the package folder ``joma_lib/kit/benchmark_results/``.
 
 Every script in ``benchmarks/`` prints its table and stores its numbers with :func:`save_results` (atomically, with
 the date and the machine they were measured on); the book's Performance page reads them back with
@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from joma_lib.cpu import cpu_identity
-from joma_lib.io import atomic_path
+from joma_lib.base.cpu import cpu_identity
+from joma_lib.base.io import atomic_path
 
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmark_results"
+RESULTS_DIR = Path(__file__).resolve().parent / "benchmark_results"
 """Where the results live: shipped with the package (``[tool.setuptools.package-data]``)."""
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "process": time.process_time}
 """The two clocks a benchmark may time with: wall clock and this process's CPU time."""

@@ -44,7 +44,7 @@ import numpy as np
 
 from joma_lib.kit.harness import compute, load_reference, reference_path
 from joma_lib.kit.registry import FigureData, get_spec
-from joma_lib.io import atomic_path, write_npz
+from joma_lib.base.io import atomic_path, write_npz
 
 MULTIPLE = 3.0  # tolerance = MULTIPLE x the largest deviation measured
 FLOOR = 1e-6  # smallest absolute tolerance given to an array that some variant moved
@@ -58,7 +58,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     "aten-avx2": {**CPU, "ATEN_CPU_CAPABILITY": "avx2"},
     "aten-avx512": {**CPU, "ATEN_CPU_CAPABILITY": "avx512"},
     "mkl-compatible": {**CPU, "MKL_CBWR": "COMPATIBLE"},
-    # oneDNN's bf16 kernels below its default (AMX) ceiling: the path of CPUs whose AMX cannot run (joma_lib.cpu)
+    # oneDNN's bf16 kernels below its default (AMX) ceiling: the path of CPUs whose AMX cannot run (joma_lib.base.cpu)
     "onednn-avx512-bf16": {**CPU, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
     "onednn-avx2": {**CPU, "ONEDNN_MAX_CPU_ISA": "AVX2"},
     "cuda": {"JOMA_DEVICE": "cuda"},

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from joma_lib.kit.registry import get_spec
-from joma_lib.startup import declare_env
+from joma_lib.base.startup import declare_env
 
 PACKAGE = "joma-companion"
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"

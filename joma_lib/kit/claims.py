@@ -36,7 +36,7 @@ from joma_lib.kit.registry import (
     get_spec,
     online_claims,
 )
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,9 @@ from joma_lib.kit.harness import (
 from joma_lib.kit.ledger_views import format_table
 from joma_lib.kit.receipts import RECEIPT_SUFFIX, kept_receipt, receipt_text
 from joma_lib.kit.registry import figure_ids, get_spec
-from joma_lib.io import InputCorruptError, InputUnavailableError, writable_dir
+from joma_lib.base.io import InputCorruptError, InputUnavailableError, writable_dir
 from joma_lib.lm.precision import PrecisionUnavailableError
-from joma_lib.startup import command
+from joma_lib.base.startup import command
 
 
 def _ids(requested: list[str]) -> list[str]:

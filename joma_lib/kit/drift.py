@@ -24,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from joma_lib.device import on_gpu
-from joma_lib.io import InputUnavailableError, atomic_path
+from joma_lib.base.device import on_gpu
+from joma_lib.base.io import InputUnavailableError, atomic_path
 from joma_lib.kit.claims import error_text, evaluate_figure, online_results
 from joma_lib.kit.harness import compare_with_reference, stored_or_computed
 from joma_lib.kit.receipts import device_name

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.base.validation import check_choice, check_float, check_int
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -34,9 +34,9 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.cpu import bf16_support, onednn_isa_limit
-from joma_lib.device import on_gpu
-from joma_lib.io import (InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, remove_stale_temps,
+from joma_lib.base.cpu import bf16_support, onednn_isa_limit
+from joma_lib.base.device import on_gpu
+from joma_lib.base.io import (InputCorruptError, InputUnavailableError, atomic_path, atomic_paths, remove_stale_temps,
                          writable_dir, write_npz)
 from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
@@ -44,7 +44,7 @@ from joma_lib.kit.receipts import keep_receipt
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.kit.style import figure_style
 from joma_lib.lm.precision import precisions_used
-from joma_lib.startup import declare_env
+from joma_lib.base.startup import declare_env
 
 REFERENCE_DIR = Path(__file__).parents[1] / "figures" / "reference"
 # Figures with more values than this offer their CSV gzipped (``<fig_id>.csv.gz``): no multi-megabyte download
@@ -421,8 +421,8 @@ def show(fig_id: str, out_dir: str | Path = "_generated", **overrides: Any) -> F
     links ``_generated/fig2a.csv`` / ``.npz`` / ``.svg``. The glued object is the saved PNG, so
     the page shows exactly the file offered for download, whatever matplotlib backend is active.
     Returns the data so the page can check or quote numbers from it. If the figure needs an external
-    input that cannot be had here (:class:`~joma_lib.io.InputUnavailableError`) or that fails its check
-    (:class:`~joma_lib.io.InputCorruptError`), the committed reference data are drawn instead and the page says so.
+    input that cannot be had here (:class:`~joma_lib.base.io.InputUnavailableError`) or that fails its check
+    (:class:`~joma_lib.base.io.InputCorruptError`), the committed reference data are drawn instead and the page says so.
     With a figure store (``JOMA_FIGURE_STORE``) and no ``overrides``, data already kept there are drawn, and data
     computed here are kept there (:func:`stored_or_computed`). The figure's receipt and citation are written beside
     its downloads, and the receipt into its store entry (:func:`~joma_lib.kit.receipts.keep_receipt`).

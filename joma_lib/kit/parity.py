@@ -2,7 +2,7 @@
 
 The table reads a run report (:mod:`joma_lib.kit.drift`) made on a GPU and committed beside the benchmark results:
 
-    JOMA_DEVICE=cuda python -m joma_lib.figures report --out joma_lib/benchmark_results/gpu_verify.json
+    JOMA_DEVICE=cuda python -m joma_lib.figures report --out joma_lib/kit/benchmark_results/gpu_verify.json
 
 ``verify`` on a GPU compares with the CPU references under each array's GPU tolerance (``Tolerance.gpu_rtol`` /
 ``gpu_atol``, or the calibrated one), so the report holds exactly what the table shows. Until a report is
@@ -16,8 +16,8 @@ from typing import Any
 
 from joma_lib.kit.drift import checked, deviation_text, read_report
 
-GPU_REPORT = Path(__file__).parents[1] / "benchmark_results" / "gpu_verify.json"
-REPORT_COMMAND = "JOMA_DEVICE=cuda python -m joma_lib.figures report --out joma_lib/benchmark_results/gpu_verify.json"
+GPU_REPORT = Path(__file__).parent / "benchmark_results" / "gpu_verify.json"
+REPORT_COMMAND = "JOMA_DEVICE=cuda python -m joma_lib.figures report --out joma_lib/kit/benchmark_results/gpu_verify.json"
 
 
 def parity_markdown(path: Path = GPU_REPORT) -> str:

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from joma_lib.cpu import cpu_identity
-from joma_lib.io import atomic_path
+from joma_lib.base.cpu import cpu_identity
+from joma_lib.base.io import atomic_path
 from joma_lib.kit.citation import cite, git_commit, project
 from joma_lib.kit.registry import get_spec
 

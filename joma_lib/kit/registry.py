@@ -191,7 +191,7 @@ class FigureSpec:
 class OnlineClaim:
     """A claim of the paper whose data only an online source gives (the Hugging Face hub): no figure, no
     stored reference. The ledger evaluates ``claim`` on ``fetch()`` when it can run, and reports ``not-run`` with
-    the reason when ``fetch`` raises :class:`~joma_lib.io.InputUnavailableError` (offline).
+    the reason when ``fetch`` raises :class:`~joma_lib.base.io.InputUnavailableError` (offline).
 
     Attributes:
         claim: the claim, its measure and its threshold (written once, here).

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from joma_lib.io import InputCorruptError, InputUnavailableError, cache_dir, fetch_url
-from joma_lib.startup import declare_env
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.io import InputCorruptError, InputUnavailableError, cache_dir, fetch_url
+from joma_lib.base.startup import declare_env
+from joma_lib.base.validation import check_float, check_int
 
 SOURCE_URL = "https://github.com/facebookresearch/luckmatters/raw/yuandong3/ssl/real-dataset/joma/"
 LICENSE = "CC BY-NC 4.0"
@@ -305,7 +305,7 @@ def forget_failed_downloads() -> None:
 def download(url: str, dest: Path, sha256: str, timeout: float = 10.0, deadline: float = 120.0) -> Path:
     """Fetch ``url`` into ``dest`` atomically (temporary file, checksum, rename) and return ``dest``.
 
-    Fails fast (:func:`joma_lib.io.fetch_url`): ``timeout`` seconds to connect and for each read, ``deadline``
+    Fails fast (:func:`joma_lib.base.io.fetch_url`): ``timeout`` seconds to connect and for each read, ``deadline``
     seconds for the whole exchange (connect, headers and body, so a server that trickles bytes anywhere is cut
     off too), no retries. Any network failure becomes an :class:`OfficialDataMissing` that says how to supply the
     files offline, and is remembered: the same url is not tried again in this process

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from joma_lib.device import DEVICE_CHOICES, resolve_device
+from joma_lib.base.device import DEVICE_CHOICES, resolve_device
 from joma_lib.lm.cluster import (
     ENGINES,
     SlurmResources,
@@ -40,7 +40,7 @@ from joma_lib.lm.cluster import (
     submit_missing,
     wait_for,
 )
-from joma_lib.io import writable_dir
+from joma_lib.base.io import writable_dir
 from joma_lib.lm.config import ADAM_RESET, ARCHS, DEFAULT_THREADS, RunConfig, sweep_configs
 from joma_lib.lm.data import CORPORA, load_splits
 from joma_lib.lm.precision import PRECISION_CHOICES, PRECISION_ENV, PRECISIONS
@@ -48,8 +48,8 @@ from joma_lib.lm.presets import PRESETS
 from joma_lib.lm.runs import collect, finished_result, load_sweep, write_results
 from joma_lib.lm.stack import stacks
 from joma_lib.lm.sweep import DeadlineReached, run_sweep, sweep_precision, train_on_node, train_stack_on_node
-from joma_lib.startup import command
-from joma_lib.validation import check_choice, check_int
+from joma_lib.base.startup import command
+from joma_lib.base.validation import check_choice, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 

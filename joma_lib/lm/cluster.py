@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from joma_lib.validation import check_int
+from joma_lib.base.validation import check_int
 
 ENGINES = ("local", "slurm")
 #: submitit's pickles and logs of every submission, below the sweep's folder

@@ -14,7 +14,7 @@ import numpy as np
 
 from joma_lib.lm.data import CORPORA
 from joma_lib.lm.precision import PRECISION_CHOICES
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.base.validation import check_choice, check_float, check_int
 
 ADAM_RESET = ("epoch", "never")
 #: WikiText-2's vocabulary (the paper's runs): the read-out size when a config sets no ``max_vocab``

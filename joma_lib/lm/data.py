@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from joma_lib.startup import env_flag
-from joma_lib.validation import check_choice, check_float, check_fractions, check_int
+from joma_lib.base.startup import env_flag
+from joma_lib.base.validation import check_choice, check_float, check_fractions, check_int
 
 CORPORA = ("wikitext2", "wikitext103", "wikivital", "ptb")
 HF_CONFIGS = {"wikitext2": "wikitext-2-v1", "wikitext103": "wikitext-103-v1"}

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from joma_lib.lm.data import get_chunk, n_chunks
-from joma_lib.validation import check_int
+from joma_lib.base.validation import check_int
 
 ENTROPY_EPS = 1e-8
 
@@ -44,7 +44,7 @@ def mean_attention_entropy(attn: torch.Tensor) -> torch.Tensor:
 
     One number per map: the mean over every query row, with ``ENTROPY_EPS`` inside the logarithm as in the
     authors' training script. The per-row, exact (``0 ln 0 = 0``) entropy is
-    :func:`joma_lib.softmax_dynamics.row_entropy`.
+    :func:`joma_lib.theory.softmax_dynamics.row_entropy`.
     """
     attn = check_tensor("attn", attn)
     if attn.ndim < 2 or attn.numel() == 0:

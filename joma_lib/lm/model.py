@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 
 def sinusoidal_positions(max_len: int, d: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The training precision a run actually uses: ``fp32``, ``bf16``, ``tf32`` (a GPU's TF32 matrix products, fp32
 everywhere else), or ``auto`` (the fastest of them here).
 
-* ``bf16`` on the CPU needs bf16 matrix products that run: :func:`joma_lib.cpu.bf16_support` probes them in a
+* ``bf16`` on the CPU needs bf16 matrix products that run: :func:`joma_lib.base.cpu.bf16_support` probes them in a
   child process (and limits oneDNN's instruction set where its default kernels die). Where none runs, a bf16
   request trains in fp32, with a one-line notice; the run's metadata records the precision used.
 * ``auto`` means the precision whose step a short measurement of the run's own shapes shows fastest: fp32 or
@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from joma_lib.cpu import bf16_support, cache_file
-from joma_lib.io import InputUnavailableError, atomic_path, cache_dir
-from joma_lib.startup import declare_env
-from joma_lib.validation import check_choice, check_int
+from joma_lib.base.cpu import bf16_support, cache_file
+from joma_lib.base.io import InputUnavailableError, atomic_path, cache_dir
+from joma_lib.base.startup import declare_env
+from joma_lib.base.validation import check_choice, check_int
 
 #: What a run config may ask for; :data:`PRECISIONS` are what a run can use.
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "tf32")

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from joma_lib.device import resolve_device
+from joma_lib.base.device import resolve_device
 from joma_lib.lm.config import RunConfig, sweep_configs
 from joma_lib.lm.precision import AutoChoice, cached_choice
 from joma_lib.lm.step import run_shapes
 from joma_lib.lm.sweep import sweep_precision, train_on_cpu
-from joma_lib.validation import check_choice
+from joma_lib.base.validation import check_choice
 
 PRESETS: dict[str, dict[str, Any]] = {
     # the paper's Fig. 6 sweep (WikiText-2, 20 epochs, lr 1e-4, 3 seeds); a GPU job

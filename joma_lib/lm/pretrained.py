@@ -12,7 +12,7 @@ similarity of embeddings in trained models. This module loads such models and me
   dependencies); their files are located with ``importlib``.
 
 A hub model requested while ``HF_HUB_OFFLINE`` is set, or while the hub is unreachable, raises
-:class:`~joma_lib.io.InputUnavailableError` within seconds instead of retrying for half a minute.
+:class:`~joma_lib.base.io.InputUnavailableError` within seconds instead of retrying for half a minute.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.lm.data import CorpusUnavailable, _hub_reachable, _package_dir
-from joma_lib.startup import env_flag
-from joma_lib.validation import check_choice, check_int
+from joma_lib.base.startup import env_flag
+from joma_lib.base.validation import check_choice, check_int
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Pretrained:
 def load_pretrained(name: str) -> Pretrained:
     """Load model ``name`` (a key of :data:`SOURCES`) once per process.
 
-    Raises :class:`~joma_lib.io.InputUnavailableError` when a hub model is asked for offline, or a
+    Raises :class:`~joma_lib.base.io.InputUnavailableError` when a hub model is asked for offline, or a
     packaged model's package (or ``transformers``) is not installed, with the command that fixes it.
     """
     source = SOURCES[check_choice("name", name, tuple(SOURCES))]

@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.lm.metrics import stable_rank
-from joma_lib.startup import env_flag
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.startup import env_flag
+from joma_lib.base.validation import check_float, check_int
 
 if TYPE_CHECKING:
     from transformers import GPTNeoXForCausalLM

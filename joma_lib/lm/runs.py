@@ -3,7 +3,7 @@
 A run trains into ``<out>/<RunConfig.name>/``: ``.lock`` (held while it trains, :func:`run_lock`),
 ``checkpoint.pt`` (its last checkpoint, :func:`load_checkpoint`), and once finished ``result.npz`` and
 ``result.json`` (:func:`write_results`; the json last, it marks the run complete, :func:`finished_result`).
-Each of these files has its sha256 beside it (``checkpoint.pt.sha256``, ...: :func:`joma_lib.io.write_checked`),
+Each of these files has its sha256 beside it (``checkpoint.pt.sha256``, ...: :func:`joma_lib.base.io.write_checked`),
 checked whenever it is read: a file damaged on disk is refused, never resumed or collected.
 :func:`collect` stacks runs into the sweep arrays the Fig. 6/8 plots take; :func:`load_sweep` does so for a folder.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from joma_lib.io import (
+from joma_lib.base.io import (
     DamagedFileError,
     checksum_path,
     load_torch_checked,
@@ -54,7 +54,7 @@ def write_results(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[st
 
 def read_result(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The json and the arrays of a result written by :func:`write_results`, both checked against their sha256
-    (:class:`~joma_lib.io.DamagedFileError` naming the file when one does not match)."""
+    (:class:`~joma_lib.base.io.DamagedFileError` naming the file when one does not match)."""
     path = Path(path)
     meta = json.loads(read_checked(path.with_suffix(".json")))
     with np.load(io.BytesIO(read_checked(path)), allow_pickle=False) as npz:

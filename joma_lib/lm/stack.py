@@ -28,7 +28,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from joma_lib.device import pinned_threads, resolve_device
+from joma_lib.base.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.model import TransformerLM
@@ -48,7 +48,7 @@ from joma_lib.lm.step import (
     run_precision,
     run_shapes,
 )
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 #: the fields in which runs of one stack may differ
 STACK_VARIES = frozenset({"lr", "seed", "clip"})

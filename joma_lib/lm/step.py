@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from joma_lib.cpu import onednn_isa_limit
-from joma_lib.device import pinned_threads, resolve_device
+from joma_lib.base.cpu import onednn_isa_limit
+from joma_lib.base.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig, same_config
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
 from joma_lib.lm.model import TransformerLM
 from joma_lib.lm.precision import numerics, record_used, resolve
 from joma_lib.lm.runs import finished_result, load_checkpoint, run_lock, save_checkpoint, write_results
-from joma_lib.validation import check_int
+from joma_lib.base.validation import check_int
 
 if TYPE_CHECKING:
     from joma_lib.lm.pythia import NeoXLM

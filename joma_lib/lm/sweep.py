@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from joma_lib.device import pinned_threads, resolve_device
+from joma_lib.base.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
 from joma_lib.lm.data import LMData, load_lm_data
 from joma_lib.lm.runs import collect
 from joma_lib.lm.stack import stack_precision, stacks, train_stack
 from joma_lib.lm.step import run_precision, train_run
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 
 def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS

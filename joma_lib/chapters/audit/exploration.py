@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from joma_lib.table1.exploration import EXPLORED, read_explorations, select_configuration
+from joma_lib.theory.table1.exploration import EXPLORED, read_explorations, select_configuration
 
 
 def exploration_markdown() -> str:
-    """Every explored Table 1 configuration (:data:`joma_lib.table1.exploration.EXPLORED`) with the stored outcome
+    """Every explored Table 1 configuration (:data:`joma_lib.theory.table1.exploration.EXPLORED`) with the stored outcome
     that the selection rule reads, as a Markdown table; the selected one in bold."""
     explored = read_explorations()
     chosen = select_configuration(explored)

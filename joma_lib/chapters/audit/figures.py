@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.embeddings import cosine_matrix
+from joma_lib.theory.embeddings import cosine_matrix
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.validation import check_choice, check_int
+from joma_lib.base.validation import check_choice, check_int
 
 
 EMBEDDING_COS_BOUND = 0.2

@@ -5,7 +5,7 @@ Fig. 4's three knobs:
 * the **nonlinearity**: Theorem 4's nonlinear update ``v <- v + eta (mu - v) o a`` or the linear
   contrast of Theorem 2, ``v <- v + eta Delta o a`` with ``Delta = mu`` (the saliency vector);
 * the **spread** of ``mu``: Fig. 4's sorted draw from [1, 4] is rescaled to [1, 1 + spread]
-  (:func:`joma_lib.softmax_dynamics.saliency_profile`), so ``spread = 3`` is exactly the paper's setting
+  (:func:`joma_lib.theory.softmax_dynamics.saliency_profile`), so ``spread = 3`` is exactly the paper's setting
   and a small spread makes all tokens nearly equally salient;
 * the attention **temperature** ``T`` of ``a = softmax(v^2 / T)``.
 """
@@ -18,11 +18,11 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.softmax_dynamics import row_entropy
+from joma_lib.theory.softmax_dynamics import row_entropy
 from joma_lib.kit.explorer import increasing_values
 from joma_lib.kit.style import heatmap
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.softmax_dynamics import saliency_profile, simulate_softmax_attention, softmax_attention
+from joma_lib.theory.softmax_dynamics import saliency_profile, simulate_softmax_attention, softmax_attention
 from joma_lib.kit.explorer import MAX_GRID_POINTS, sample_steps
 
 
@@ -46,7 +46,7 @@ def make_explorer_grid(spreads: Sequence[float] = DEFAULT_SPREADS,
     ``saliency_profile(profile, low=1, high=1 + s, seed=seed)``; with the default ``"fig4"``
     profile and ``s = 3`` they are the paper's ``mu``, so grid point ``("nonlinear", 3, 3)`` is
     Fig. 4. Each mode is one batched call of
-    :func:`~joma_lib.softmax_dynamics.simulate_softmax_attention` over all (spread, T) pairs.
+    :func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention` over all (spread, T) pairs.
 
     Returns (``S = len(spreads)``, ``T = len(temperatures)``, ``n_t`` sampled steps, ``d`` tokens):
         ``spreads (S,)``, ``temperatures (T,)``, ``steps (n_t,)`` from :func:`sample_steps`,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from joma_lib.chapters.fig5.explorer import hierarchy_explorer
 from joma_lib.chapters.fig5.query import linear_query_run, query_run
-from joma_lib.latent_tree import HBLT, cla_height_matrix, cooccurrence_matrix
-from joma_lib.softmax_dynamics import row_entropy
+from joma_lib.theory.latent_tree import HBLT, cla_height_matrix, cooccurrence_matrix
+from joma_lib.theory.softmax_dynamics import row_entropy
 
 __all__ = [
     "HBLT", "cla_height_matrix", "cooccurrence_matrix", "hierarchy_explorer", "linear_query_run", "query_run",

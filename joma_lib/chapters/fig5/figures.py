@@ -8,7 +8,7 @@ from joma_lib.chapters.fig5.drawing import plot_fig5, plot_fig5_attention, plot_
 from joma_lib.chapters.fig5.grid import make_hierarchy_grid, plot_hierarchy_grid
 from joma_lib.chapters.fig5.query import query_run, query_times
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.latent_tree import (
+from joma_lib.theory.latent_tree import (
     HBLT,
     association_dynamics,
     association_targets,
@@ -16,8 +16,8 @@ from joma_lib.latent_tree import (
     cla_height_matrix,
     cooccurrence_matrix,
 )
-from joma_lib.softmax_dynamics import row_entropy
-from joma_lib.validation import check_int
+from joma_lib.theory.softmax_dynamics import row_entropy
+from joma_lib.base.validation import check_int
 
 def fig5_tree(depth: int = 4, branching: int = 2) -> HBLT:
     """The tree of Paper Fig. 5: an HBLT with ``rho = 1 - 1/depth`` and a binary root."""

@@ -9,11 +9,11 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from joma_lib.softmax_dynamics import row_entropy
+from joma_lib.theory.softmax_dynamics import row_entropy
 from joma_lib.kit.explorer import increasing_values
 from joma_lib.kit.registry import FigureData
 from joma_lib.kit.style import heatmap
-from joma_lib.latent_tree import (
+from joma_lib.theory.latent_tree import (
     HBLT,
     association_dynamics,
     association_time,
@@ -21,7 +21,7 @@ from joma_lib.latent_tree import (
     cooccurrence_approx,
     cooccurrence_exact,
 )
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 
 HIERARCHY_DEPTHS = tuple(range(2, 11))

@@ -1,7 +1,7 @@
 """One query of the latent tree under the dynamics of Paper Fig. 5, solved by the library.
 
 For a query ``m`` the targets ``mu_l = scale P[l | m]`` drive ``dv/dt = (mu - v) o exp(v^2/2)`` and the attention
-is ``b_l ∝ P[l | m] exp(v_l^2/2)`` (:mod:`joma_lib.latent_tree`). :func:`query_run` is what the page's Euler steps
+is ``b_l ∝ P[l | m] exp(v_l^2/2)`` (:mod:`joma_lib.theory.latent_tree`). :func:`query_run` is what the page's Euler steps
 compute, for any tree; :func:`linear_query_run` is the same query with a linear MLP (Theorem 2, no pull back).
 """
 
@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from joma_lib.dynamics import blowup_time, integrate_linear
-from joma_lib.latent_tree import (
+from joma_lib.theory.dynamics import blowup_time, integrate_linear
+from joma_lib.theory.latent_tree import (
     HBLT,
     association_dynamics,
     association_targets,
@@ -20,8 +20,8 @@ from joma_lib.latent_tree import (
     attention_from_association,
     cla_height_matrix,
 )
-from joma_lib.softmax_dynamics import row_entropy
-from joma_lib.validation import check_float, check_int
+from joma_lib.theory.softmax_dynamics import row_entropy
+from joma_lib.base.validation import check_float, check_int
 
 
 class QueryRun(NamedTuple):

@@ -6,7 +6,7 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 from __future__ import annotations
 
 from joma_lib.chapters.fig7.figures import BOUNCE_FRACTION, PYTHIA_CLAIM, draw_stable_rank, pythia_panels
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.lm.pythia import PYTHIA_MODEL, checkpoint_stable_ranks
 
 __all__ = [

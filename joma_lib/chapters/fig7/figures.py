@@ -34,7 +34,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, OnlineClaim, Tolerance
-from joma_lib.chapters.sweeps import RESULTS_DIR, layer_colours, load_runs
+from joma_lib.kit.sweeps import RESULTS_DIR, layer_colours, load_runs
 from joma_lib.lm.presets import PRESETS, train_preset
 from joma_lib.lm.pythia import PYTHIA_LAST_STEP
 
@@ -145,7 +145,7 @@ def pythia_panels(ranks: dict[str, np.ndarray]) -> FigureData:
 
 def fetch_pythia() -> FigureData:
     """:func:`pythia_panels` of Pythia-70M's public checkpoints (:func:`~joma_lib.lm.pythia.fig7_steps`); offline it raises
-    :class:`~joma_lib.io.InputUnavailableError` before any download."""
+    :class:`~joma_lib.base.io.InputUnavailableError` before any download."""
     from joma_lib.lm.pythia import PYTHIA_MODEL, checkpoint_stable_ranks
 
     return pythia_panels(checkpoint_stable_ranks(PYTHIA_MODEL, progress=False))

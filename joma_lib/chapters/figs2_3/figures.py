@@ -3,7 +3,7 @@ grid of its kernel-free explorer.
 
 Figs. 2-3 follow the paper's protocol (see :func:`run_fig2_protocol`): softmax attention, one sample per class, a
 linear MLP read directly as class logits. The grid (``c-thm1-grid``, :mod:`joma_lib.chapters.figs2_3.grid`) runs the
-toy block of :func:`joma_lib.invariants.theorem1_toy` over attention kind x bag concentration x temperature.
+toy block of :func:`joma_lib.theory.invariants.theorem1_toy` over attention kind x bag concentration x temperature.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.bags import gaussian_or_random_bags
-from joma_lib.block import BlockSpec, Trajectory, init_state, train
+from joma_lib.theory.bags import gaussian_or_random_bags
+from joma_lib.theory.block import BlockSpec, Trajectory, init_state, train
 from joma_lib.chapters.figs2_3.grid import make_theorem1_grid, plot_theorem1_grid
-from joma_lib.invariants import mean_attention, normalized_correlation, predicted_logits, softmax_terms
+from joma_lib.theory.invariants import mean_attention, normalized_correlation, predicted_logits, softmax_terms
 from joma_lib.kit.registry import INVARIANT_RESIDUAL, SGD, Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.validation import check_choice, check_float, check_int
+from joma_lib.base.validation import check_choice, check_float, check_int
 
 INIT_SEED_OFFSET = 1000  # initial weights use seed + 1000, so they never share a stream with the inputs
 

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.attention_kinds import ATTENTIONS
-from joma_lib.block import ACTIVATIONS
-from joma_lib.invariants import toy_check
+from joma_lib.theory.attention_kinds import ATTENTIONS
+from joma_lib.theory.block import ACTIVATIONS
+from joma_lib.theory.invariants import toy_check
 from joma_lib.kit.explorer import increasing_values
 from joma_lib.kit.registry import FigureData
-from joma_lib.validation import check_choice, check_int
+from joma_lib.base.validation import check_choice, check_int
 
 
 THEOREM1_CONCENTRATIONS = (0.1, 0.3, 1.0, 3.0, 10.0, 100.0, 1000.0)
@@ -24,7 +24,7 @@ THEOREM1_NC_FROM = 100  # NC is summarised from this step on (the logits have mo
 def make_theorem1_grid(attentions: Sequence[str] = ATTENTIONS, concentrations: Sequence[float] = THEOREM1_CONCENTRATIONS,
                    temperatures: Sequence[float] = THEOREM1_TEMPERATURES, phi: str = "identity", steps: int = 400,
                    record_every: int = 8, seed: int = 0) -> FigureData:
-    """Theorem 1 on the toy block (:func:`joma_lib.invariants.toy_check`, ``lr_z = lr_w = 0.1``) over
+    """Theorem 1 on the toy block (:func:`joma_lib.theory.invariants.toy_check`, ``lr_z = lr_w = 0.1``) over
     attention kind x Dirichlet concentration of the bags x attention temperature ``T``. The runs use the numpy
     engine (hand-written gradients: torch autograd's runs to ~1e-14, in a tenth of the time).
 

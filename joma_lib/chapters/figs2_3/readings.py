@@ -12,7 +12,7 @@ import numpy as np
 
 from joma_lib.chapters.figs2_3.figures import FIG2_NC_FROM, fig2_min_nc
 from joma_lib.chapters.figs2_3.grid import smallest_nc
-from joma_lib.invariants import toy_check
+from joma_lib.theory.invariants import toy_check
 from joma_lib.kit.registry import FigureData
 
 
@@ -34,7 +34,7 @@ def fig2_readings(gaussian: FigureData, random: FigureData) -> dict[str, float]:
 def softmax_nc_by_concentration(concentrations: Sequence[float], seeds: Sequence[int] = (0, 1, 2),
                                 record_every: int = 4) -> np.ndarray:
     """Smallest NC(z-hat, z) from step 100 on of softmax attention on the toy block (identity activation, 400 SGD
-    steps, :func:`joma_lib.invariants.toy_check`), per Dirichlet concentration of the bags (rows) and seed
+    steps, :func:`joma_lib.theory.invariants.toy_check`), per Dirichlet concentration of the bags (rows) and seed
     (columns)."""
     def smallest(run: dict[str, np.ndarray]) -> float:
         return float(run["nc"][run["steps"] >= FIG2_NC_FROM].min())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from joma_lib.chapters.hierarchy.figures import COOCCURRENCE_SAMPLES
 from joma_lib.chapters.hierarchy.widget import cooccurrence_widget
-from joma_lib.latent_tree import (
+from joma_lib.theory.latent_tree import (
     HBLT,
     cla_height,
     cooccurrence_enumerate,

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.latent_tree import (
+from joma_lib.theory.latent_tree import (
     HBLT,
     approximation_error_bound,
     cooccurrence_approx,
@@ -14,7 +14,7 @@ from joma_lib.latent_tree import (
     cooccurrence_monte_carlo,
     sample_hblt,
 )
-from joma_lib.validation import check_int
+from joma_lib.base.validation import check_int
 
 COOCCURRENCE_SAMPLES = 20_000
 """Sequences sampled per tree for the Monte Carlo column of ``c-cooccurrence`` (its caption says how many)."""

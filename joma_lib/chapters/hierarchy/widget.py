@@ -3,7 +3,7 @@
 The reader sets the height ``L`` of the tree, the polarity ``rho`` (or ties it to ``1 - 1/L``),
 the channel (symmetric or "inheritance") and the height ``H`` of the common ancestor to
 highlight. Each change recomputes the exact co-occurrence by message passing
-(:func:`cooccurrence_view`, from :func:`joma_lib.latent_tree.cooccurrence_exact`) for every ``H`` and redraws
+(:func:`cooccurrence_view`, from :func:`joma_lib.theory.latent_tree.cooccurrence_exact`) for every ``H`` and redraws
 a persistent figure (:class:`CooccurrenceDrawing`) into a PNG image widget, through the one panel API
 (:class:`joma_lib.kit.widget.LiveWidget`).
 """
@@ -16,8 +16,8 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.latent_tree import HBLT, cooccurrence_approx, cooccurrence_exact
-from joma_lib.validation import check_choice, check_int
+from joma_lib.theory.latent_tree import HBLT, cooccurrence_approx, cooccurrence_exact
+from joma_lib.base.validation import check_choice, check_int
 from joma_lib.kit.widget import LiveWidget, Values
 
 CHANNELS = {"symmetric: P[child = parent] = (1 + rho)/2": None, "inheritance: off parent -> off child": 0.0}

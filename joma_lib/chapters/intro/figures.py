@@ -10,16 +10,16 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.softmax_dynamics import fig4_mu, simulate_softmax_attention
+from joma_lib.theory.softmax_dynamics import fig4_mu, simulate_softmax_attention
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance
-from joma_lib.latent_tree import (
+from joma_lib.theory.latent_tree import (
     HBLT,
     association_dynamics,
     association_targets,
     association_time,
     cla_height_matrix,
 )
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 
 def make_summary(n_steps: int = 5000, record_every: int = 10, depth: int = 4, scale: float = 4.0,
@@ -28,7 +28,7 @@ def make_summary(n_steps: int = 5000, record_every: int = 10, depth: int = 4, sc
 
     ``steps`` and ``entropy_linear``/``entropy_nonlinear``: attention entropy of the Fig. 4 loop
     (``softmax(v^2/3)``, targets ``fig4_mu()``) without and with the pull ``-v``
-    (:func:`~joma_lib.softmax_dynamics.simulate_softmax_attention`); ``times``, ``association`` (n_times, depth):
+    (:func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention`); ``times``, ``association`` (n_times, depth):
     ``v_l/mu_l`` of one token at each common-ancestor height ``H = 1..depth`` with the query, and ``assoc_time`` (depth,)
     the time at which it reaches 90 % (Fig. 5's tree: binary, ``rho = 1 - 1/depth``, ``mu_l = scale P[l|m]``).
     """

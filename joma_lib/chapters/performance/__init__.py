@@ -6,7 +6,7 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 from __future__ import annotations
 
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band
-from joma_lib.cpu import bf16_support, cpu_identity, onednn_isa_limit
+from joma_lib.base.cpu import bf16_support, cpu_identity, onednn_isa_limit
 from joma_lib.lm.presets import preset_auto_choice
 
 __all__ = [

@@ -7,7 +7,7 @@ order and dropout masks per seed). The entropy itself is measured in fp32 in bot
 ``rerun-bf16-matches-fp32``: at 90% or more of the checkpoints after the start, the bf16
 seed-mean attention entropy lies inside the band spanned by the fp32 seeds, i.e. bf16 moves the
 curve less than the choice of seed does. Training takes about a minute on one core. On a CPU where bf16 cannot
-run (:func:`joma_lib.cpu.bf16_support`) the figure cannot be made: ``make`` raises
+run (:func:`joma_lib.base.cpu.bf16_support`) the figure cannot be made: ``make`` raises
 :class:`~joma_lib.lm.precision.PrecisionUnavailableError`, ``verify`` reports it as skipped and the page draws the
 committed reference, saying why.
 """

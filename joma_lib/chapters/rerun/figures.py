@@ -10,7 +10,7 @@
   really trains, so that CI checks the training code against its committed reference.
 
 The entropy panels are drawn by the same code as the paper's Figs. 6 and 8 from the
-authors' runs (:mod:`joma_lib.chapters.sweeps`), from the same data structure
+authors' runs (:mod:`joma_lib.kit.sweeps`), from the same data structure
 (:class:`joma_lib.lm.authors.SweepRuns`).
 """
 
@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.kit.style import figure_style
-from joma_lib.chapters.sweeps import (
+from joma_lib.kit.sweeps import (
     FULL_RESULTS,
     RESULTS_DIR,
     entropy_panels,
@@ -43,7 +43,7 @@ from joma_lib.lm.data import OFFLINE_SOURCES
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.presets import PRESETS, preset_precision, train_preset
 from joma_lib.chapters.rerun.paper import ONLINE_CLAIMS  # noqa: F401  (the ledger finds them here)
-from joma_lib.startup import command
+from joma_lib.base.startup import command
 
 NORESET_RESULTS = RESULTS_DIR / "rerun-noreset.npz"
 #: the rebound the re-run page asks of every layer (nats); the Adam-reset claim uses the same bar

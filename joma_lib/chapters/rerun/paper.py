@@ -32,8 +32,8 @@ from typing import Literal
 
 import numpy as np
 
-from joma_lib.chapters.sweeps import RESULTS_DIR
-from joma_lib.io import InputUnavailableError
+from joma_lib.kit.sweeps import RESULTS_DIR
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
 
 PAPER_RESULTS = RESULTS_DIR / "rerun-paper.npz"
@@ -46,7 +46,7 @@ CONFIGURATION = ("paper scale: d 200 / FFN 200, 58,000 steps of 20 x 35 tokens, 
 
 def fetch_paper_rerun() -> FigureData:
     """The collected runs of the paper-scale re-run (:func:`joma_lib.lm.runs.collect` arrays), or
-    :class:`~joma_lib.io.InputUnavailableError` while they have not been made."""
+    :class:`~joma_lib.base.io.InputUnavailableError` while they have not been made."""
     if not PAPER_RESULTS.exists():
         raise InputUnavailableError(f"the paper-scale re-run has not been made yet ({PAPER_RESULTS.name} is not "
                                     "in the repository): it waits for a GPU, `bash benchmarks/gpu_checks.sh`")

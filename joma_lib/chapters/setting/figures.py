@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.embeddings import cosine_matrix, jl_epsilon, orthonormal_embeddings, random_embedding_coherence
+from joma_lib.theory.embeddings import cosine_matrix, jl_epsilon, orthonormal_embeddings, random_embedding_coherence
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.validation import check_int
+from joma_lib.base.validation import check_int
 
 
 def make_embeddings(d: int = 30, n_tokens: int = 21, n_vocab: int = 1000,

@@ -6,8 +6,8 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 from __future__ import annotations
 
 from joma_lib.chapters.table1.table1 import LEVEL_MARGIN_SD, config_text, level_specificity, table1_markdown
-from joma_lib.multilayer import TABLE1_SETTINGS, TABLE1_SPREAD, token_baseline
-from joma_lib.table1.runs import CONFIGS
+from joma_lib.theory.table1.model import TABLE1_SETTINGS, TABLE1_SPREAD, token_baseline
+from joma_lib.theory.table1.runs import CONFIGS
 from joma_lib.chapters.table1.table1_paper import PAPER_CLAIMS
 
 __all__ = [

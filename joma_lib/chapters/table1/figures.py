@@ -19,7 +19,7 @@ from joma_lib.chapters.table1.table1 import (
     plot_table1_wide,
 )
 from joma_lib.kit.registry import READ_BACK, Claim, FigureSpec, Tolerance
-from joma_lib.multilayer import TABLE1_SPREAD
+from joma_lib.theory.table1.model import TABLE1_SPREAD
 
 FIGURES = [
     FigureSpec(

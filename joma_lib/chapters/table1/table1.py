@@ -10,9 +10,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import Claim, FigureData
-from joma_lib.multilayer import Table1Config, token_baseline
-from joma_lib.table1.runs import CONFIGS, run_table1, seed_std, WIDE_RESULTS_FILE
-from joma_lib.validation import check_choice
+from joma_lib.theory.table1.model import Table1Config, token_baseline
+from joma_lib.theory.table1.runs import CONFIGS, run_table1, seed_std, WIDE_RESULTS_FILE
+from joma_lib.base.validation import check_choice
 
 
 TABLE1_VERDICTS: dict[str, Literal["holds", "fails"]] = {"table1-layer0-learns": "fails", "table1-level-specific": "fails"}
@@ -32,7 +32,7 @@ nearly constant scores does not count as many standard deviations."""
 
 
 def config_text(name: str) -> str:
-    """A configuration of :data:`~joma_lib.table1.runs.CONFIGS` in one line: ``quick (model width 32 / MLP width 128,
+    """A configuration of :data:`~joma_lib.theory.table1.runs.CONFIGS` in one line: ``quick (model width 32 / MLP width 128,
     300 steps x 32, lr 0.003, seeds 1-3)``."""
     config = CONFIGS[check_choice("config", name, sorted(CONFIGS))]
     seeds = config.seeds
@@ -43,14 +43,14 @@ def config_text(name: str) -> str:
 
 
 def make_table1(config: str = "quick", device: str | None = None) -> FigureData:
-    """Table 1 of the ``config`` configuration (:data:`joma_lib.table1.runs.CONFIGS`).
+    """Table 1 of the ``config`` configuration (:data:`joma_lib.theory.table1.runs.CONFIGS`).
 
     For each kind of network (``trained``, ``init``: the same at initialisation, ``control``: the same
     initial network trained on shuffled labels) ``<kind>`` is the alignment matrix
     ``[setting, seed, layer, level]`` and ``<kind>_mean``/``<kind>_std`` its mean and standard
     deviation (``ddof=1``) over seeds. ``final_loss``/``final_loss_control``: mean training loss over
     the last 10% of steps. ``token_baseline[setting, seed]``: the level-0 score of single-token
-    detectors (:func:`joma_lib.multilayer.token_baseline`).
+    detectors (:func:`joma_lib.theory.table1.model.token_baseline`).
     """
     config = check_choice("config", config, sorted(CONFIGS))
     return _table1_data(run_table1(CONFIGS[config], device=device).arrays(), CONFIGS[config])
@@ -64,7 +64,7 @@ def _with_seed_stats(data: FigureData, name: str, scores: np.ndarray) -> None:
 
 
 def _table1_data(arrays: dict[str, np.ndarray], config: Table1Config) -> FigureData:
-    """The figure data of a Table 1 run (:meth:`joma_lib.table1.runs.Table1Result.arrays`), made with ``config``."""
+    """The figure data of a Table 1 run (:meth:`joma_lib.theory.table1.runs.Table1Result.arrays`), made with ``config``."""
     settings = [(int(n), tuple(int(s) for s in sizes))
                 for n, sizes in zip(arrays["n_combinations"], arrays["level_sizes"])]
     seeds = [int(seed) for seed in arrays["seeds"]]
@@ -80,13 +80,13 @@ def _table1_data(arrays: dict[str, np.ndarray], config: Table1Config) -> FigureD
 def make_table1_wide(path: str = str(WIDE_RESULTS_FILE)) -> FigureData:
     """Data of ``c-table1-wide``: the stored run of the ``wide`` configuration (quick's data, steps and controls at
     a larger width), as :func:`make_table1` gives them, plus ``change``/``change_control`` (the alignment of what
-    training changed, :func:`joma_lib.multilayer.change_alignment_matrix`, for real and shuffled labels) with
+    training changed, :func:`joma_lib.theory.table1.model.change_alignment_matrix`, for real and shuffled labels) with
     their seed means and standard deviations."""
     return stored_table1(Path(path), "wide")
 
 
 def stored_table1(path: Path, config_name: str) -> FigureData:
-    """The figure data of the stored run at ``path`` (:func:`joma_lib.table1.runs.save_result`) of the named
+    """The figure data of the stored run at ``path`` (:func:`joma_lib.theory.table1.runs.save_result`) of the named
     configuration: :func:`make_table1`'s arrays, ``change``/``change_control`` with their seed statistics, and
     the width (``d_model``, ``d_hidden``). A file of another shape or other seeds is a :class:`ValueError`."""
     config = CONFIGS[config_name]
@@ -128,7 +128,7 @@ run was made (so set before the data): the same two pooled seed standard deviati
 
 def change_alignment_margin(data: FigureData) -> float:
     """Claim ``table1-wide-change-aligned``: the smallest, over settings, amount by which the change that
-    training on the real labels made to layer 0 (:func:`joma_lib.multilayer.change_alignment_matrix`)
+    training on the real labels made to layer 0 (:func:`joma_lib.theory.table1.model.change_alignment_matrix`)
     aligns with the level-0 latents better than the change that training on shuffled labels made, in
     pooled seed standard deviations (``ddof=1``)."""
     return pooled_margin(data["change"][:, :, 0, 0], data["change_control"][:, :, 0, 0])

@@ -1,8 +1,8 @@
 """Table 1 at the paper's scale: the pre-registered claims on the stored run of the ``full`` configuration.
 
 The run (d_model 1024, MLP 400, 10,000 Adam steps of 128 sequences at lr 1e-4, 5 seeds, every setting, with the
-untrained network and the shuffled-label control) needs a GPU: ``python -m joma_lib.table1 --config full --stack
---device cuda --save`` :data:`~joma_lib.table1.runs.PAPER_RESULTS_FILE`, called by ``benchmarks/gpu_checks.sh``.
+untrained network and the shuffled-label control) needs a GPU: ``python -m joma_lib table1 --config full --stack
+--device cuda --save`` :data:`~joma_lib.theory.table1.runs.PAPER_RESULTS_FILE`, called by ``benchmarks/gpu_checks.sh``.
 Until that file exists the claims (:data:`ONLINE_CLAIMS`) are ``not-run`` in the ledger with the reason
 :data:`WAITING`; no figure is registered for it yet, so ``verify`` has nothing to skip. The claims and their
 threshold were committed before any run of this configuration existed.
@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from joma_lib.chapters.table1.table1 import pooled_margin, stored_table1
-from joma_lib.io import InputUnavailableError
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
-from joma_lib.table1.runs import CONFIGS, PAPER_RESULTS_FILE, config_record
+from joma_lib.theory.table1.runs import CONFIGS, PAPER_RESULTS_FILE, config_record
 
 WAITING = "waiting for a GPU run (benchmarks/gpu_checks.sh)"
 """Why the claims of ``c-table1-paper`` are not run while the stored run is missing."""
@@ -32,7 +32,7 @@ the trained score must exceed the control's by this many pooled seed standard de
 
 def make_table1_paper(path: str = str(PAPER_RESULTS_FILE)) -> FigureData:
     """:func:`~joma_lib.chapters.table1.table1.stored_table1` of the stored ``full`` run, with ``tf32`` (whether
-    its float32 matrix products ran in TF32, from its manifest); :class:`~joma_lib.io.InputUnavailableError`
+    its float32 matrix products ran in TF32, from its manifest); :class:`~joma_lib.base.io.InputUnavailableError`
     (:data:`WAITING`) while the file is missing. A file whose manifest (``.json``) names another configuration is
     a :class:`ValueError`."""
     npz = Path(path)

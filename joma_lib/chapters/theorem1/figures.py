@@ -1,7 +1,7 @@
 """Figures of the Theorem 1 page: the invariant residual of every attention kind along SGD, at equal and at unequal
 learning rates of attention and MLP.
 
-Both train the small block of :func:`joma_lib.invariants.theorem1_toy` with SGD: at two learning rates
+Both train the small block of :func:`joma_lib.theory.invariants.theorem1_toy` with SGD: at two learning rates
 (``c-invariant-residual``) and at unequal learning rates of attention and MLP (``c-invariant-lr-ratio``). The
 paper's Figs. 2 and 3 are on their own page (`book/figs2_3.md`, :mod:`joma_lib.chapters.figs2_3`).
 """
@@ -11,19 +11,19 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.attention_kinds import ATTENTIONS
-from joma_lib.block import ACTIVATIONS, train
-from joma_lib.block_engines import train_sgd_numpy
-from joma_lib.invariants import invariant_residual, reference_mean_attention, theorem1_toy
+from joma_lib.theory.attention_kinds import ATTENTIONS
+from joma_lib.theory.block import ACTIVATIONS, train
+from joma_lib.theory.block_engines import train_sgd_numpy
+from joma_lib.theory.invariants import invariant_residual, reference_mean_attention, theorem1_toy
 from joma_lib.kit.registry import INVARIANT_RESIDUAL, SGD, Claim, FigureData, FigureSpec
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 
 def make_invariant_residual(attentions: tuple[str, ...] = ATTENTIONS, phis: tuple[str, ...] = tuple(ACTIVATIONS),
                             lr: float = 0.1, steps: int = 400, lr_factor: int = 2, n_points: int = 101,
                             seed: int = 0) -> FigureData:
-    """Residual of Theorem 1 (:func:`joma_lib.invariants.invariant_residual`) along SGD on the toy block
-    (:func:`joma_lib.invariants.theorem1_toy`), for each attention kind and activation, at learning rates ``lr``
+    """Residual of Theorem 1 (:func:`joma_lib.theory.invariants.invariant_residual`) along SGD on the toy block
+    (:func:`joma_lib.theory.invariants.theorem1_toy`), for each attention kind and activation, at learning rates ``lr``
     and ``lr / lr_factor`` (``lr_factor`` times more steps, same time ``t = lr * steps``).
 
     ``residual`` has shape (attention, phi, learning rate, time); ``max_abs_z`` the largest ``|z|`` reached.
@@ -72,11 +72,11 @@ LR_RATIOS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 def make_invariant_lr_ratio(ratios: tuple[float, ...] = LR_RATIOS, attentions: tuple[str, ...] = ("linear", "exp"),
                             phis: tuple[str, ...] = tuple(ACTIVATIONS), lr: float = 0.1, steps: int = 400,
                             seed: int = 0) -> FigureData:
-    """Theorem 1 at unequal learning rates: SGD on the toy block (:func:`joma_lib.invariants.theorem1_toy`) with
+    """Theorem 1 at unequal learning rates: SGD on the toy block (:func:`joma_lib.theory.invariants.theorem1_toy`) with
     ``eta_z / eta_w = ratio``, the larger of the two rates ``lr``, for ``steps * max(ratio, 1 / ratio)`` steps
     (the slower of the two moves as far in time as at equal rates, so the logits move in every run).
 
-    The theorem's right-hand side is multiplied by ``eta_z / eta_w`` (:func:`joma_lib.invariants.invariant_residual`
+    The theorem's right-hand side is multiplied by ``eta_z / eta_w`` (:func:`joma_lib.theory.invariants.invariant_residual`
     with ``lr_ratio``). ``residual`` (attention, phi, ratio) is the largest relative residual over the run with that
     scaling, ``residual_unscaled`` the same with the ratio ignored, ``max_abs_z`` the largest ``|z|`` reached.
     """

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from joma_lib.block import train
-from joma_lib.invariants import theorem1_toy
+from joma_lib.theory.block import train
+from joma_lib.theory.invariants import theorem1_toy
 from joma_lib.kit.registry import FigureData
 
 FlowRow = tuple[str, str, float, float, float, float]
@@ -46,7 +46,7 @@ def residual_readings(data: FigureData) -> dict[str, float]:
 
 
 def linear_step(lr: float = 0.1) -> dict[str, np.ndarray]:
-    """One SGD step of the library (:func:`joma_lib.block.train`, torch autograd) on the toy block with linear
+    """One SGD step of the library (:func:`joma_lib.theory.block.train`, torch autograd) on the toy block with linear
     attention and tanh, from its initial state (``z = 1``; the other weights are those of the exp toy): the change
     ``dz`` of the logits (M_C,), the changes ``dv`` of the projected MLP weights (M_C, K) and the change ``drift``
     of the linear invariant ``z^2 - sum_k v_k^2`` (M_C,)."""

@@ -1,11 +1,11 @@
 """Interactive check of Theorem 1: pick the attention kind, the activation, the learning-rate ratio
-``eta_z / eta_w`` and a seed; a short SGD run of :func:`joma_lib.invariants.theorem1_toy` is redone and the
+``eta_z / eta_w`` and a seed; a short SGD run of :func:`joma_lib.theory.invariants.theorem1_toy` is redone and the
 invariant residual is redrawn.
 
 :func:`simulate` (computing) and :class:`CheckDrawing` (drawing) are plain library code; :func:`theorem1_live_widget`
 wires them to ipywidgets through :class:`joma_lib.kit.widget.LiveWidget` (it needs a live kernel; on the static
 book page it shows but does not react). To keep a redraw short (``benchmarks/bench_theorem1_widget.py``, the
-Performance page), the run uses the numpy engine of :func:`joma_lib.invariants.toy_check` (hand-written gradients,
+Performance page), the run uses the numpy engine of :func:`joma_lib.theory.invariants.toy_check` (hand-written gradients,
 the same run as the torch reference up to rounding), and the figure is built once: only its data, limits and
 title change at each redraw.
 """
@@ -19,10 +19,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, MaxNLocator, NullLocator
 
-from joma_lib.attention_kinds import ATTENTION_KINDS, attention_kind
-from joma_lib.block import ACTIVATIONS
+from joma_lib.theory.attention_kinds import ATTENTION_KINDS, attention_kind
+from joma_lib.theory.block import ACTIVATIONS
 from joma_lib.kit.style import figure_style
-from joma_lib.invariants import toy_check
+from joma_lib.theory.invariants import toy_check
 
 if TYPE_CHECKING:  # the library itself does not need ipywidgets
     import ipywidgets
@@ -34,7 +34,7 @@ LR_RATIOS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 def simulate(attention: str = "exp", phi: str = "relu", lr_ratio: float = 1.0, seed: int = 0,
              steps: int = 150) -> dict[str, np.ndarray]:
-    """The widget's run: :func:`joma_lib.invariants.toy_check` with ``steps`` SGD steps at ``lr_w = 0.1``, on
+    """The widget's run: :func:`joma_lib.theory.invariants.toy_check` with ``steps`` SGD steps at ``lr_w = 0.1``, on
     its numpy engine (the torch engine, the reference, for a kind registered without a numpy score)."""
     engine = "numpy" if attention_kind(attention).score is not None else "torch"
     return toy_check(attention, phi, seed, steps=steps, lr_ratio=lr_ratio, engine=engine)

@@ -14,7 +14,7 @@ from joma_lib.chapters.theorem2.variants import (
     integrate_temperature,
     temperature_blowup_time,
 )
-from joma_lib.dynamics import blowup_time, integrate_linear, linear_closed_form, linear_limits
+from joma_lib.theory.dynamics import blowup_time, integrate_linear, linear_closed_form, linear_limits
 
 __all__ = [
     "THEOREM2_DELTA", "attention_near_blowup", "blowup_time", "erf_spread", "euler_steps", "integrate_linear",

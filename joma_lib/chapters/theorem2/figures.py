@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from joma_lib.dynamics import blowup_time, erf_ratio, integrate_linear, linear_closed_form, linear_limits, SQRT2
+from joma_lib.theory.dynamics import blowup_time, erf_ratio, integrate_linear, linear_closed_form, linear_limits, SQRT2
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.saliency import (
+from joma_lib.theory.saliency import (
     cooccurrence,
     discriminancy,
     monte_carlo_factors,
@@ -16,7 +16,7 @@ from joma_lib.saliency import (
     salient_token_dynamics,
     toy_token_model,
 )
-from joma_lib.validation import as_finite_array, check_int
+from joma_lib.base.validation import as_finite_array, check_int
 
 THEOREM2_DELTA = (1.0, 0.7, 0.4, -0.3, 0.05)
 

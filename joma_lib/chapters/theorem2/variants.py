@@ -1,6 +1,6 @@
 """Theorem 2's ODE varied, for the hidden checks of the Theorem 2 page (its erf section and its exercises).
 
-Theorem 2 solves ``dv/dt = Delta o exp(v^2/2)`` from ``v(0) = 0`` (:mod:`joma_lib.dynamics`). The page's exercises
+Theorem 2 solves ``dv/dt = Delta o exp(v^2/2)`` from ``v(0) = 0`` (:mod:`joma_lib.theory.dynamics`). The page's exercises
 change one thing at a time: a temperature ``tau`` in the attention (``exp(v^2/(2 tau^2))``), linear attention
 (``sqrt(1 + v^2)``), tied saliencies. The varied ODEs are integrated with ``scipy.integrate.solve_ivp`` (DOP853),
 independently of the library's own integrator, so that a hidden cell checks an exercise's pen-and-paper solution
@@ -15,8 +15,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import softmax
 
-from joma_lib.dynamics import blowup_time, erf_ratio, linear_closed_form
-from joma_lib.validation import as_finite_array, check_float, check_int, check_times
+from joma_lib.theory.dynamics import blowup_time, erf_ratio, linear_closed_form
+from joma_lib.base.validation import as_finite_array, check_float, check_int, check_times
 
 Rate = Callable[[np.ndarray], np.ndarray]
 

@@ -7,8 +7,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtr
 
-from joma_lib.nonlinear import ClusterMixture, decayed_trajectories, decayed_update, two_cluster_mixture
-from joma_lib.validation import as_finite_array, check_int
+from joma_lib.theory.nonlinear import ClusterMixture, decayed_trajectories, decayed_update, two_cluster_mixture
+from joma_lib.base.validation import as_finite_array, check_int
 
 CORE_STARTS = ((1.2, 0.3), (0.3, 1.2), (0.9, 0.9))
 """The three starts of the page's core update."""

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.nonlinear import (
+from joma_lib.theory.nonlinear import (
     decayed_jacobian,
     decayed_trajectories,
     decayed_update,
@@ -20,7 +20,7 @@ from joma_lib.nonlinear import (
     toy_mixture,
     two_cluster_mixture,
 )
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 
 def make_relu(n_states: int = 4, n_samples: int = 200_000, n_starts: int = 12, t_max: float = 60.0,
@@ -98,7 +98,7 @@ def make_portrait(sigma: float = 0.2, bias: float = -0.6, weight_decay: float = 
     """Theorem 3 core update in 2-D: a ReLU and a linear node, two clusters, weight decay (phase portrait).
 
     ``x``/``y`` (n_grid,): the grid of states ``v``; ``field_relu``/``field_linear`` (n_grid, n_grid, 2): the
-    update ``F(v) - lambda v`` (:func:`~joma_lib.nonlinear.decayed_update`) there; ``traj_relu``/``traj_linear``
+    update ``F(v) - lambda v`` (:func:`~joma_lib.theory.nonlinear.decayed_update`) there; ``traj_relu``/``traj_linear``
     (T, n_starts, 2): trajectories from starts on the arc of radius 1.2 in the positive quadrant; ``final_relu``,
     ``final_linear`` (n_starts, 2) their end points; ``final_speed`` the largest ``|dv/dt|`` at the end points
     (ReLU); ``cos_relu`` the cosine of each ReLU end point with its nearest centre; ``centres`` (2, 2).

@@ -8,8 +8,8 @@ from __future__ import annotations
 from joma_lib.chapters.theorem4.exercises import convergence_offsets, entropy_run
 from joma_lib.chapters.theorem4.figures import authors_float32_entropy, underflow_time
 from joma_lib.chapters.theorem4.widget import ModifiedMLPWidget, modified_mlp_widget
-from joma_lib.dynamics import convergence_rate_ratio
-from joma_lib.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
+from joma_lib.theory.dynamics import convergence_rate_ratio
+from joma_lib.theory.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
 
 __all__ = [
     "ModifiedMLPWidget", "authors_float32_entropy", "convergence_offsets", "convergence_rate_ratio", "entropy_run",

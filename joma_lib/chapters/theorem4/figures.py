@@ -9,11 +9,11 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from joma_lib.dynamics import convergence_rate_ratio, integrate_nonlinear
-from joma_lib.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
+from joma_lib.theory.dynamics import convergence_rate_ratio, integrate_nonlinear
+from joma_lib.theory.softmax_dynamics import fig4_mu, row_entropy, simulate_softmax_attention, softmax_attention
 from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.lm.authors import summarize_entropy
-from joma_lib.validation import as_finite_array, check_float, check_int
+from joma_lib.base.validation import as_finite_array, check_float, check_int
 
 THEOREM4_MU = (2.0, 1.5, 1.0)
 

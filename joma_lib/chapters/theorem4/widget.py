@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from joma_lib.softmax_dynamics import (
+from joma_lib.theory.softmax_dynamics import (
     SoftmaxRun,
     row_entropy,
     saliency_profile,
@@ -30,7 +30,7 @@ from joma_lib.softmax_dynamics import (
     softmax_attention,
 )
 from joma_lib.kit.style import figure_style
-from joma_lib.validation import check_int
+from joma_lib.base.validation import check_int
 from joma_lib.kit.widget import LiveWidget, Values
 
 MAX_POINTS = 500  # recorded states per run: keeps drawing cheap for any number of steps
@@ -50,8 +50,8 @@ class ProfileRun(NamedTuple):
 def simulate_profile(profile: str = "fig4", n: int = 10, low: float = 1.0, high: float = 4.0, seed: int = 0,
                      nonlinear: bool = True, temperature: float = 3.0, eta: float = 0.02,
                      n_steps: int = 5000) -> ProfileRun:
-    """The panel's computation: :func:`~joma_lib.softmax_dynamics.saliency_profile` then
-    :func:`~joma_lib.softmax_dynamics.simulate_softmax_attention` (at most :data:`MAX_POINTS` recorded states).
+    """The panel's computation: :func:`~joma_lib.theory.softmax_dynamics.saliency_profile` then
+    :func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention` (at most :data:`MAX_POINTS` recorded states).
     ValueError (naming the parameter) for values it cannot honour, e.g. ``low > high`` or ``eta = nan``."""
     mu = saliency_profile(profile, n, low, high, seed)
     n_steps = check_int("n_steps", n_steps, 1)

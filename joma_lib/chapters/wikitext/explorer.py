@@ -10,7 +10,7 @@ from matplotlib.colors import to_hex
 
 from joma_lib.kit.explorer import Axes, Control, Explorer, Trace
 from joma_lib.kit.registry import FigureData
-from joma_lib.chapters.sweeps import layer_colours
+from joma_lib.kit.sweeps import layer_colours
 
 from joma_lib.chapters.wikitext.figures import WIKITEXT_SOURCES
 

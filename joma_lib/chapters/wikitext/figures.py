@@ -5,7 +5,7 @@ licensed **CC BY-NC 4.0** by the paper's authors (Tian, Wang, Zhang, Chen, Du). 
 ``fig6`` and ``fig8`` are seed-averaged curves derived from those results: they carry the same licence and
 attribution (the ``source`` array of each data set states it) and may only be reused non-commercially.
 
-The drawing code is shared with our own re-run (:mod:`joma_lib.chapters.sweeps`).
+The drawing code is shared with our own re-run (:mod:`joma_lib.kit.sweeps`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from joma_lib.kit.registry import Claim, FigureData, FigureSpec, Tolerance
 from joma_lib.lm.authors import ATTRIBUTION, SweepRuns, official_runs, seed_average
 from joma_lib.lm.data import OFFLINE_SOURCES
 from joma_lib.lm.presets import PRESETS
-from joma_lib.validation import check_float, check_int
+from joma_lib.base.validation import check_float, check_int
 
 
 
 
-from joma_lib.chapters.sweeps import entropy_panels, panel_summary, plot_fig6, plot_fig8
+from joma_lib.kit.sweeps import entropy_panels, panel_summary, plot_fig6, plot_fig8
 from joma_lib.lm.authors import EntropySummary
 
 FIG6_DEPTHS = (1, 2, 5, 10)

@@ -1,0 +1,291 @@
+"""Modified-MLP dynamics of JoMA: Theorems 2 and 4 (continuous time).
+
+Theorem 1 folds exp attention into the lower MLP layer: with zero initialisation the
+logits are ``z = v**2 / 2`` (elementwise), so the attention weight of contextual token
+``l`` is ``x_l exp(v_l**2 / 2)``. Under a stationary back-propagated gradient
+(Assumption 1) the projected weight ``v`` then obeys one of two ODEs (paper Sec. 4):
+
+* linear activation, one hidden node (Theorem 2)::
+
+      dv/dt = Delta o exp(v**2 / 2)
+
+  solved in closed form by ``sqrt(pi/2) erf(v_l(t) / sqrt 2) = Delta_l t``: the most
+  salient component blows up at ``t* = sqrt(pi/2) / max|Delta|``, the others converge to
+  ``sqrt 2 erfinv(Delta_l / |Delta_l*|)``;
+* nonlinear activation, near a critical point ``mu`` created by the nonlinearity (Theorem 4)::
+
+      dv/dt = (mu - v) o exp(v**2 / 2)
+
+  where ``u_j = ln(1/delta_j)``, ``delta_j = 1 - v_j/mu_j``, grows like ``exp(mu_j**2/2) t``,
+  so salient components (large ``mu_j``) converge much faster.
+
+Figure 4 of the paper runs a discrete version with the *normalised* attention
+``softmax(v**2 / T)`` (``T = 3``) instead of ``exp(v**2/2)``: that toy is in :mod:`joma_lib.theory.softmax_dynamics`.
+
+Every function here works on batches: the components of ``v`` live on the last axis, and
+any leading axes index independent problems (e.g. a grid of parameter settings).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.fft import dct
+from scipy.special import erf, erfinv
+
+from joma_lib.base.ode import integrate_components
+from joma_lib.base.validation import as_finite_array, check_float, check_int, check_times
+
+SQRT_PI_OVER_2 = float(np.sqrt(np.pi / 2))
+SQRT2 = float(np.sqrt(2.0))
+
+
+def _check_delta(delta: object) -> np.ndarray:
+    delta = as_finite_array("delta", delta, min_ndim=1)
+    if np.any(np.max(np.abs(delta), axis=-1) == 0):
+        raise ValueError(f"delta must have at least one non-zero saliency per problem (max|delta| > 0), got {delta!r}")
+    return delta
+
+
+# --------------------------------------------------------------------------- Theorem 2
+def blowup_time(delta: object) -> np.ndarray | float:
+    """Blow-up time ``t* = sqrt(pi/2) / max_l |Delta_l|`` of ``dv/dt = Delta o exp(v^2/2)`` (Theorem 2).
+
+    ``delta`` has the components on its last axis; the result has the leading shape
+    (a float for a single vector).
+    """
+    delta = _check_delta(delta)
+    t_star = SQRT_PI_OVER_2 / np.max(np.abs(delta), axis=-1)
+    return float(t_star) if t_star.ndim == 0 else t_star
+
+
+def linear_closed_form(delta: object, t: object) -> np.ndarray:
+    """Closed-form solution of ``dv/dt = Delta o exp(v^2/2)``, ``v(0) = 0`` (Theorem 2).
+
+    Separating variables, ``int_0^v exp(-s^2/2) ds = sqrt(pi/2) erf(v/sqrt 2) = Delta_l t``, so
+    ``v_l(t) = sqrt(2) erfinv(Delta_l t / sqrt(pi/2))`` for ``t < t*``. The ratio
+    ``erf(v_l/sqrt 2)/Delta_l = t/sqrt(pi/2)`` is the same for every ``l``.
+
+    Args:
+        delta: saliencies ``Delta_l`` on the last axis (any leading batch shape).
+        t: a time or an array of times (>= 0).
+
+    Returns:
+        Array of shape ``t.shape + delta.shape``. For ``t >= t*`` the solution no longer
+        exists; the value returned there is the limit state ``v(t*)``: ``+-inf`` for the most
+        salient component(s) and :func:`linear_limits` for the others.
+    """
+    delta = _check_delta(delta)
+    t = as_finite_array("t", t)
+    if np.any(t < 0):
+        raise ValueError(f"t must be non-negative, got {t!r}")
+    t_star = SQRT_PI_OVER_2 / np.max(np.abs(delta), axis=-1, keepdims=True)
+    # time is clipped at the blow-up time of each problem
+    tt = np.minimum(t.reshape(t.shape + (1,) * delta.ndim), t_star)
+    return SQRT2 * erfinv(np.clip(delta * tt / SQRT_PI_OVER_2, -1.0, 1.0))
+
+
+def linear_limits(delta: object) -> np.ndarray:
+    """Values ``v_l(t*) = sqrt(2) erfinv(Delta_l / |Delta_l*|)`` reached at the blow-up time (Theorem 2).
+
+    ``|Delta_l*| = max_l |Delta_l|`` is the saliency of the most salient component ``l*``, which
+    itself gets ``sign(Delta_l*) inf``. (For ``Delta_l* > 0`` this is ``sqrt 2 erfinv(Delta_l/Delta_l*)``;
+    with a negative leader the other components keep the sign of their own ``Delta_l``.)
+    """
+    delta = _check_delta(delta)
+    return SQRT2 * erfinv(np.clip(delta / np.max(np.abs(delta), axis=-1, keepdims=True), -1.0, 1.0))
+
+
+def erf_ratio(v: object, delta: object, scale: float = SQRT2) -> np.ndarray:
+    """``erf(v / scale) / Delta``: constant across components along the flow iff ``scale = sqrt 2``.
+
+    The talk slides print ``erf(v_l(t)/2)``; ``scale=2`` evaluates that variant so the page
+    can show numerically that it is *not* conserved by ``dv/dt = Delta o exp(v^2/2)``.
+    ``v`` may be infinite (past the blow-up, where ``erf = +-1``) but not NaN.
+    """
+    try:
+        v = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"v must be an array of numbers, got {v!r}") from None
+    if np.isnan(v).any():
+        raise ValueError(f"v must contain no NaN (a NaN state has no erf ratio), got {v!r}")
+    delta = as_finite_array("delta", delta, min_ndim=1, nonzero=True)
+    try:
+        np.broadcast_shapes(v.shape, delta.shape)
+    except ValueError:
+        raise ValueError(f"v must broadcast with delta of shape {delta.shape}, got shape {v.shape}") from None
+    scale = check_float("scale", scale, 0, low_open=True)
+    with np.errstate(over="ignore", divide="ignore"):
+        ratio = erf(v / scale) / delta
+    if not np.isfinite(ratio).all():
+        raise ValueError(f"delta is too small for erf(v/scale)/delta to be finite, got a smallest |delta| of "
+                         f"{float(np.min(np.abs(delta))):g}")
+    return ratio
+
+
+def integrate_linear(delta: object, t_eval: object, rtol: float = 1e-10, atol: float = 1e-12) -> np.ndarray:
+    """Numerically integrate ``dv/dt = Delta o exp(v^2/2)`` from ``v(0) = 0`` (Theorem 2's ODE).
+
+    The components decouple, so each one is integrated as its own scalar problem with its
+    own step size (:func:`integrate_autonomous`); this is an independent check of
+    :func:`linear_closed_form`. Result shape ``(len(t_eval),) + delta.shape``; NaN at and
+    after the blow-up time of the most salient component(s).
+    """
+    delta = _check_delta(delta)
+    t_eval = check_times("t_eval", t_eval)
+    d = delta.ravel()
+    v = integrate_components(lambda v, i: d[i] * np.exp(0.5 * v * v), np.zeros_like(delta), t_eval, rtol, atol)
+    # past the blow-up of its most salient component a problem has no solution: blank all of it
+    v[np.broadcast_to(np.isnan(v).any(axis=-1, keepdims=True), v.shape)] = np.nan
+    return v
+
+
+# --------------------------------------------------------------------------- Theorem 4
+class NonlinearSolution(NamedTuple):
+    """Solution of ``dv/dt = (mu - v) o exp(v^2/2)`` at the times ``t``.
+
+    ``v`` and ``u`` have shape ``(len(t),) + mu.shape``; ``u = ln(1/|delta|)`` with
+    ``delta = 1 - v/mu`` is Theorem 4's ConvergenceRate (it grows without bound as v -> mu).
+    """
+
+    t: np.ndarray
+    v: np.ndarray
+    u: np.ndarray
+
+
+def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
+                        rtol: float = 1e-10, atol: float = 1e-12) -> NonlinearSolution:
+    """Integrate ``dv/dt = (mu - v) o exp(v^2/2)`` (the nonlinear modified MLP, Theorem 4) without underflow.
+
+    With ``delta_j = 1 - v_j/mu_j`` the ODE reads ``d delta_j/dt = -delta_j exp(v_j^2/2)``,
+    so ``u_j = ln(1/|delta_j|)`` obeys the non-stiff scalar ODE
+
+        du_j/dt = exp(mu_j^2 (1 - s_j e^{-u_j})^2 / 2),    v_j = mu_j (1 - s_j e^{-u_j}),
+
+    with ``s_j = sign(delta_j(0))``. Integrating ``u`` keeps full relative accuracy even when
+    ``delta`` is far below the float64 range (``u`` in the millions), where integrating ``v``
+    directly would just return ``v = mu``.
+
+    Args:
+        mu: targets, components on the last axis (any leading batch shape); non-zero.
+        t_eval: output times (non-decreasing, >= 0). Late times are fine: ``u`` grows like
+            ``exp(mu^2/2) t``, finite up to ``t`` near ``1e300 exp(-mu^2/2)`` (``v`` is ``mu`` to the last bit
+            long before); a ``t_eval`` or a ``|mu|`` (above about 37, where ``exp(mu^2/2)`` overflows) that takes
+            ``u`` beyond float64 is refused with a ValueError.
+        v0: initial value(s), broadcastable to ``mu``; ``v0 != mu`` componentwise.
+    """
+    mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
+    t_eval = check_times("t_eval", t_eval)
+    v0 = np.broadcast_to(as_finite_array("v0", v0), mu.shape)
+    delta0 = 1.0 - v0 / mu
+    if np.any(delta0 == 0):
+        raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
+    m, s = mu.ravel(), np.sign(delta0).ravel()
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, by name
+        u = integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
+                                  -np.log(np.abs(delta0)), t_eval, rtol, atol)
+    if not np.isfinite(u).all():
+        late = int(np.argmin(np.isfinite(u).reshape(len(t_eval), -1).all(axis=1)))
+        raise ValueError(f"u = ln(1/|1 - v/mu|) leaves float64 by t = {t_eval[late]:g} (it grows at the rate "
+                         f"exp(mu^2/2)): t_eval or |mu| must be smaller, got t_eval up to {t_eval[-1]:g} and |mu| up "
+                         f"to {float(np.max(np.abs(mu))):g}")
+    v = mu * (1.0 - np.sign(delta0) * np.exp(-u))
+    return NonlinearSolution(t_eval, v, u)
+
+
+def _chebyshev_antiderivative(values: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients ``[n + 1, M]`` of ``x -> int_{-1}^x f`` from ``f`` at the ``n`` first-kind nodes."""
+    coef = dct(values, type=2, axis=0) / values.shape[0]  # f = sum' a_j T_j (the DCT-II of the samples)
+    coef[0] *= 0.5
+    return np.polynomial.chebyshev.chebint(coef, lbnd=-1, axis=0)
+
+
+def _clenshaw(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``sum_j coef[j] T_j(x)`` with per-column coefficients ``coef [n, M]`` and ``x [..., M]``."""
+    b1 = np.zeros_like(x)
+    b2 = np.zeros_like(x)
+    for a in coef[:0:-1]:
+        b1, b2 = 2.0 * x * b1 - b2 + a, b1
+    return x * b1 - b2 + coef[0]
+
+
+def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: float = 1e-9,
+                            max_iter: int = 200) -> NonlinearSolution:
+    """Theorem 4's ODE ``dv/dt = (mu - v) o exp(v^2/2)`` solved as "time = integral of the state", then inverted.
+
+    The components separate and each ``u_j = ln(1/|delta_j|)`` obeys ``du/dt = f(u) = exp(m^2 (1 - s e^{-u})^2
+    / 2)`` (see :func:`integrate_nonlinear`), so the time to reach ``u`` is ``t(u) = int_{u_0}^u dx / f(x)``.
+    With ``c = exp(-m^2/2)`` (the limit of ``1/f``) and ``w = e^{-x}`` this is
+
+        t(u) = c (u - u_0) + H(W_0) - H(e^{-u}),   H(W) = int_0^W c expm1(m^2 w (s - w/2)) / w dw,
+
+    ``W_0 = |delta_0|``: a linear part and a correction whose integrand is smooth (analytic) on
+    ``[0, W_0]``. ``H`` is expanded in a Chebyshev series on ``[0, W_0]`` (from its integrand at
+    Chebyshev nodes; the degree grows with ``m^2 W_0``), and ``t(u) = t`` is solved by Newton's method
+    (``t'(u) = 1/f(u)``), safeguarded by bisection inside the bracket ``u_0 + t <= u <= u_0 + t max f``. :func:`integrate_nonlinear` (a step-size-controlled
+    Runge-Kutta stepper) is the reference this is checked against. Same arguments and result as it.
+    """
+    mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
+    t_eval = check_times("t_eval", t_eval)
+    check_float("tol", tol, 0, 1e-3, low_open=True)
+    check_int("max_iter", max_iter, 1)
+    v0 = np.broadcast_to(as_finite_array("v0", v0), mu.shape)
+    delta0 = 1.0 - v0 / mu
+    if np.any(delta0 == 0):
+        raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
+    m2, s, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
+    u0, c = -np.log(w0), np.exp(-0.5 * m2)
+    n = int(np.clip(12 + np.max(m2 * w0 * (1.0 + 0.5 * w0)), 12, 400))  # degree: the exponent's range
+    x = np.cos(np.pi * (np.arange(n) + 0.5) / n)[:, None]
+    w = 0.5 * w0 * (x + 1.0)  # nodes in (0, W_0), never 0
+    coef = _chebyshev_antiderivative(c * np.expm1(m2 * w * (s - 0.5 * w)) / w) * (0.5 * w0)
+    h_w0 = coef.sum(axis=0)  # T_j(1) = 1
+    t = t_eval[:, None]
+    # bracket: 1 <= f <= f_max along the path, so u0 + t <= u(t) <= u0 + t f_max
+    lo, hi = u0 + t, u0 + t * np.exp(0.5 * m2 * np.maximum(1.0, (1.0 - s * w0) ** 2))
+    # start: the early-time line or the late-time asymptote, whichever is the tighter bound when f is monotone
+    early, late = u0 + t * np.exp(0.5 * m2 * (1.0 - s * w0) ** 2), u0 + (t - h_w0) / c
+    u = np.clip(np.where(s > 0, np.maximum(early, late), np.minimum(early, late)), lo, hi)
+    shape = u.shape
+    u, t, lo, hi = (np.broadcast_to(a, shape).ravel().copy() for a in (u, t, lo, hi))
+    col = np.broadcast_to(np.arange(m2.size), shape).ravel()  # the component of each entry
+    active = np.arange(u.size)
+    for _ in range(max_iter):  # safeguarded Newton (bisection when a step leaves the bracket), unconverged entries
+        ua, ca = u[active], col[active]
+        resid = c[ca] * (ua - u0[ca]) + h_w0[ca] - _clenshaw(coef[:, ca], 2.0 * np.exp(-ua) / w0[ca] - 1.0) - t[active]
+        above = resid > 0
+        hi[active] = np.where(above, ua, hi[active])
+        lo[active] = np.where(above, lo[active], ua)
+        new = ua - resid * np.exp(0.5 * m2[ca] * (1.0 - s[ca] * np.exp(-ua)) ** 2)
+        outside = (new < lo[active]) | (new > hi[active])
+        new = np.where(outside, 0.5 * (lo[active] + hi[active]), new)
+        u[active] = new
+        active = active[np.abs(new - ua) > tol * np.maximum(1.0, np.abs(ua))]
+        if active.size == 0:
+            break
+    else:
+        raise RuntimeError(f"nonlinear_by_quadrature: Newton did not converge in max_iter={max_iter} iterations")
+    u = u.reshape((t_eval.size,) + mu.shape)
+    return NonlinearSolution(t_eval, mu * (1.0 - np.sign(delta0) * np.exp(-u)), u)
+
+
+def convergence_rate_ratio(mu: object, t_eval: object, j: int = 0, k: int = 1,
+                           v0: object = 0.0) -> tuple[np.ndarray, np.ndarray | float]:
+    """Theorem 4: ``ln(1/delta_j(t)) / ln(1/delta_k(t))`` and its limit ``exp((mu_j^2 - mu_k^2)/2)``.
+
+    Since ``d/dt ln(1/delta_j) = exp(v_j^2/2) -> exp(mu_j^2/2)``, the ratio tends to the limit
+    with an ``O(1/t)`` error. Returns ``(ratio, limit)`` with ``ratio`` of shape
+    ``(len(t_eval),) + batch_shape`` (NaN where ``u_k = 0``, e.g. at ``t = 0`` from ``v0 = 0``).
+    """
+    mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
+    n = mu.shape[-1]
+    j, k = check_int("j", j, 0, n - 1), check_int("k", k, 0, n - 1)
+    if j == k:
+        raise ValueError(f"j and k must name two different components (the ratio of one with itself is 1), got j={j}, "
+                         f"k={k}")
+    sol = integrate_nonlinear(mu, t_eval, v0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(sol.u[..., k] != 0, sol.u[..., j] / sol.u[..., k], np.nan)
+    limit = np.exp(0.5 * (mu[..., j] ** 2 - mu[..., k] ** 2))
+    return ratio, float(limit) if np.ndim(limit) == 0 else limit

@@ -1,0 +1,259 @@
+"""Table 1 trained stacked (:mod:`joma_lib.theory.table1.stacked`), with checkpoints: :func:`run_table1_stacked`.
+
+The runs are trained in stacks of a chosen size (all in one by default). With an output folder each stack is
+saved every ``every`` steps, atomically (:func:`checkpoint_path`: the stacked parameters, the Adam state, every
+run's generator states and losses so far); a later call with the same folder resumes from it and ends with the
+numbers of an uninterrupted run. A finished stack leaves its runs' scores and losses (:func:`stack_result_path`,
+small), which a later call reads back instead of training them, on any machine: at the paper's width a
+checkpoint of all 40 runs is about 5.6 GB (parameters and Adam's two moments in float32), a finished stack a few
+kB. A finished folder holds the result (:data:`RESULT`, with its configuration manifest, and every run's losses,
+:data:`LOSSES`) and is read back, not trained again. A folder of another configuration is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from joma_lib.base.device import resolve_device
+from joma_lib.base.io import atomic_path, checksum_path, load_torch_checked, save_torch_checked, write_npz
+from joma_lib.theory.table1.model import (
+    RunResult,
+    Table1Config,
+    alignment_matrix,
+    numerics,
+    pooled_hiddens,
+    setup_run,
+    trained_scores,
+)
+from joma_lib.theory.table1.runs import (
+    RunKey,
+    Table1Result,
+    config_record,
+    load_result,
+    n_levels,
+    save_result,
+    table_of,
+)
+from joma_lib.theory.table1.stacked import (
+    LabelStream,
+    Run,
+    chunk_bounds,
+    stack_parameters,
+    stack_runs,
+    stacked_losses,
+    token_tables,
+    unstack,
+)
+from joma_lib.base.validation import check_int
+
+RESULT = "table1.npz"
+LOSSES = "losses.npy"
+CHUNK_STEPS = 100
+"""Steps whose labels are drawn at a time, ahead of the training (:meth:`LabelStream.chunks`)."""
+
+
+def checkpoint_path(out: Path, stack: int) -> Path:
+    """The checkpoint of stack number ``stack`` in ``out`` (large: the parameters and Adam's moments)."""
+    return out / f"stack-{stack}.pt"
+
+
+def stack_result_path(out: Path, stack: int) -> Path:
+    """The finished runs of stack number ``stack`` in ``out`` (small: scores and losses)."""
+    return out / f"stack-{stack}.npz"
+
+
+class StackedOutcome(NamedTuple):
+    """The table and every run's training loss per step, ``losses[run, step]`` (runs as :func:`stack_runs`)."""
+
+    result: Table1Result
+    losses: np.ndarray
+
+
+def run_table1_stacked(config: Table1Config, device: str | None = None, out: Path | None = None,
+                       every: int = 1000, stop_after: int | None = None, progress: bool = False,
+                       stack_size: int | None = None) -> StackedOutcome | None:
+    """Train every run of ``config``'s table stacked, ``stack_size`` runs to a stack (default all in one), and
+    score each run as :func:`~joma_lib.theory.table1.runs.run_table1` does.
+
+    With ``out`` (a folder): each stack checkpoints every ``every`` steps and resumes from its checkpoint; a
+    finished stack leaves its runs' scores and losses (a small file), so a call on another machine goes on with
+    the next stack; a finished folder is read back. ``stop_after``: stop (after checkpointing) once this call
+    has trained that many steps (of one stack or of several in turn); returns None then.
+    """
+    every = check_int("every", every, 1, 10**7)
+    runs = stack_runs(config)
+    budget = None if stop_after is None else check_int("stop_after", stop_after, 1, config.steps * len(runs))
+    size = len(runs) if stack_size is None else check_int("stack_size", stack_size, 1, len(runs))
+    dev = resolve_device(device)
+    n_levels(config)
+    if out is not None and (out / RESULT).exists():
+        return _read_finished(out, config)
+    if out is not None:  # a checkpoint's temporary file left by a killed call (each as large as a checkpoint)
+        for stale in out.glob(".stack-*.pt.*"):
+            stale.unlink()
+    results: dict[RunKey, RunResult] = {}
+    with numerics(config, dev):
+        for number, first in enumerate(range(0, len(runs), size)):
+            stack = runs[first:first + size]
+            if out is not None and stack_result_path(out, number).exists():
+                results.update(_read_stack(stack_result_path(out, number), config, stack))
+                continue
+            if budget == 0:
+                return None
+            trained, used = _train_stack(config, stack, dev, None if out is None else checkpoint_path(out, number),
+                                         every, budget, progress)
+            if trained is None:
+                return None
+            budget = None if budget is None else budget - used
+            if out is not None:
+                _save_stack(stack_result_path(out, number), config, stack, trained)
+                checkpoint_path(out, number).unlink(missing_ok=True)
+                checksum_path(checkpoint_path(out, number)).unlink(missing_ok=True)
+            results.update(trained)
+    outcome = StackedOutcome(table_of(config, results),
+                             np.stack([results[run.i_setting, run.i_seed, run.shuffled].losses for run in runs]))
+    if out is not None:
+        _save_finished(out, config, outcome)
+    return outcome
+
+
+def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, checkpoint: Path | None, every: int,
+                 budget: int | None, progress: bool) -> tuple[dict[RunKey, RunResult] | None, int]:
+    """Train one stack (resuming from ``checkpoint`` where it exists) for at most ``budget`` steps, and score its
+    runs once it has done all; returns them (None if it has not) and the number of steps trained."""
+    params = stack_parameters([setup_run(config, *run.setting, run.seed, dev)[2] for run in runs])
+    optimizer = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay)
+    losses = torch.zeros(len(runs), config.steps, device=dev)
+    start, states = 0, None
+    if checkpoint is not None and checkpoint.exists():
+        start, states = _resume(checkpoint, config, runs, params, optimizer, losses)
+    stop = config.steps if budget is None else min(config.steps, start + budget)
+    stream = LabelStream(runs, config.n_class, config.batch_size, states)
+    tables = token_tables(config, runs, dev)
+    run_index = torch.arange(len(runs), device=dev)[:, None]
+    bar = _progress(progress, start, config.steps)
+    for chunk in stream.chunks(chunk_bounds(start, stop, CHUNK_STEPS, every)):
+        draws, targets = torch.from_numpy(chunk.draws).to(dev), torch.from_numpy(chunk.targets).to(dev)
+        for k in range(len(draws)):
+            loss = stacked_losses(params, tables[run_index, draws[k]], targets[k], config.n_layers)
+            optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            optimizer.step()
+            losses[:, chunk.start + k] = loss.detach()
+        end = chunk.start + len(draws)
+        if bar is not None:
+            bar.update(len(draws))
+        if checkpoint is not None and (end % every == 0 or end == stop) and end < config.steps:
+            _save_checkpoint(checkpoint, config, runs, params, optimizer, losses[:, :end], end, chunk.states)
+    if bar is not None:
+        bar.close()
+    if stop < config.steps:
+        return None, stop - start
+    return _score(config, runs, params, losses.cpu().double().numpy(), dev), stop - start
+
+
+def _score(config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor], losses: np.ndarray,
+           dev: torch.device) -> dict[RunKey, RunResult]:
+    """Every run scored on its own network, as the unstacked run scores it: at initialisation, trained, and the
+    change."""
+    results = {}
+    for r, run in enumerate(runs):
+        _, test, model = setup_run(config, *run.setting, run.seed, dev)
+        pooled_init = pooled_hiddens(model, test, dev)
+        scores_init = alignment_matrix(model, test, config.min_corr, dev)
+        scores, change = trained_scores(unstack(params, r, model), test, pooled_init, config.min_corr, dev)
+        results[run.i_setting, run.i_seed, run.shuffled] = RunResult(scores, scores_init, losses[r], change)
+    return results
+
+
+def run_results(config: Table1Config, outcome: StackedOutcome) -> dict[RunKey, RunResult]:
+    """Every run of a stacked outcome on its own, as :func:`~joma_lib.theory.table1.runs.train_runs` gives them."""
+    t = outcome.result
+    return {(run.i_setting, run.i_seed, run.shuffled): RunResult(
+        (t.scores_control if run.shuffled else t.scores)[run.i_setting, run.i_seed],
+        t.scores_init[run.i_setting, run.i_seed], outcome.losses[r],
+        (t.scores_change_control if run.shuffled else t.scores_change)[run.i_setting, run.i_seed])
+        for r, run in enumerate(stack_runs(config))}
+
+
+def _identity(config: Table1Config, runs: list[Run]) -> dict[str, Any]:
+    """What a stack's files must match to be read: the configuration and the runs of the stack."""
+    return {"config": config_record(config),
+            "runs": [[run.i_setting, run.i_seed, run.seed, run.shuffled] for run in runs]}
+
+
+def _save_checkpoint(path: Path, config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor],
+                     optimizer: torch.optim.Optimizer, losses: torch.Tensor, step: int,
+                     states: list[dict[str, Any]]) -> None:
+    """The stack after ``step`` steps, written atomically and checksummed (a complete file or the previous one)."""
+    state = {"identity": json.dumps(_identity(config, runs)), "step": step,
+             "params": {name: p.detach().cpu() for name, p in params.items()},
+             "optimizer": optimizer.state_dict(), "losses": losses.cpu(), "rng_states": json.dumps(states)}
+    save_torch_checked(path, state)
+
+
+def _resume(path: Path, config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor],
+            optimizer: torch.optim.Optimizer, losses: torch.Tensor) -> tuple[int, list[dict[str, Any]]]:
+    """Load the checkpoint at ``path`` into the stack; its step and generator states. Refuses one of another
+    configuration; a damaged one names its file (:func:`~joma_lib.base.io.load_torch_checked`)."""
+    state = load_torch_checked(path, map_location="cpu")
+    identity = json.loads(state["identity"])
+    if identity != _identity(config, runs):
+        raise ValueError(f"{path} is a checkpoint of other settings or another --stack-size "
+                         f"({identity['config']}), not of {config_record(config)}; use another --out folder")
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(state["params"][name])
+        losses[:, :state["step"]] = state["losses"]
+    optimizer.load_state_dict(state["optimizer"])
+    return int(state["step"]), json.loads(state["rng_states"])
+
+
+def _save_stack(path: Path, config: Table1Config, runs: list[Run], results: dict[RunKey, RunResult]) -> None:
+    """A finished stack's runs (scores, losses) with what they are, written atomically."""
+    keys = [(run.i_setting, run.i_seed, run.shuffled) for run in runs]
+    arrays = {field: np.stack([getattr(results[key], field) for key in keys]) for field in RunResult._fields}
+    write_npz(path, {"identity": np.array(json.dumps(_identity(config, runs))), **arrays})
+
+
+def _read_stack(path: Path, config: Table1Config, runs: list[Run]) -> dict[RunKey, RunResult]:
+    """A finished stack read back; one of other settings is refused."""
+    with np.load(path, allow_pickle=False) as npz:
+        if json.loads(str(npz["identity"])) != _identity(config, runs):
+            raise ValueError(f"{path} holds finished runs of other settings or another --stack-size, not of "
+                             f"{config_record(config)}; use another --out folder")
+        arrays = {field: npz[field] for field in RunResult._fields}
+    return {(run.i_setting, run.i_seed, run.shuffled): RunResult(*(arrays[field][r] for field in RunResult._fields))
+            for r, run in enumerate(runs)}
+
+
+def _save_finished(out: Path, config: Table1Config, outcome: StackedOutcome) -> None:
+    """The result (with its manifest) and the losses; then the stacks' files are no longer needed."""
+    with atomic_path(out / LOSSES) as tmp:
+        with tmp.open("wb") as handle:
+            np.save(handle, outcome.losses)
+    save_result(outcome.result, out / RESULT, config)
+    for path in [*out.glob("stack-*.npz"), *out.glob("stack-*.pt")]:
+        path.unlink()
+
+
+def _read_finished(out: Path, config: Table1Config) -> StackedOutcome:
+    """A finished folder read back; one of another configuration is refused."""
+    manifest = json.loads((out / RESULT).with_suffix(".json").read_text())
+    if manifest.get("config") != config_record(config):
+        raise ValueError(f"{out} holds a finished run of other settings ({manifest.get('config')}), not of "
+                         f"{config_record(config)}; use another --out folder")
+    return StackedOutcome(load_result(out / RESULT), np.load(out / LOSSES, allow_pickle=False))
+
+
+def _progress(progress: bool, start: int, total: int) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc="Table 1, stacked", leave=False)

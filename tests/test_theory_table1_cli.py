@@ -1,0 +1,49 @@
+"""``python -m joma_lib table1``: runs, and rejects bad arguments with a usage error."""
+
+from __future__ import annotations
+
+import pytest
+
+from joma_lib.theory.table1.cli import main
+
+
+def test_command_line_runs_and_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--config", "quick", "--steps", "2", "--seeds", "1", "--device", "cpu", "--no-progress"]) == 0
+    assert "L0 trained" in capsys.readouterr().out
+    for argv, message in [(["--config", "huge"], "config must be one of"),
+                          (["--device", "tpu"], "device must be one of"),
+                          (["--seeds", "one"], "seeds must be integers"),
+                          (["--steps", "0"], "steps must be"),
+                          (["--save", "table.json"], "--save must name an .npz file")]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_stacked_command_line_stops_resumes_and_saves(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    argv = ["--config", "check", "--steps", "3", "--seeds", "1", "--device", "cpu", "--no-progress", "--stack",
+            "--out", str(tmp_path / "run"), "--every", "1"]
+    assert main(argv + ["--stop-after", "2", "--stack-size", "2"]) == 0
+    assert "stopped after 2 steps" in capsys.readouterr().out
+    assert main(argv + ["--stack-size", "2"]) == 0
+    assert "L0 trained" in capsys.readouterr().out
+    assert main(argv + ["--save", str(tmp_path / "table.npz")]) == 0  # the finished folder, read back
+    assert "L0 trained" in capsys.readouterr().out
+    assert (tmp_path / "table.npz").exists() and (tmp_path / "table.json").exists()
+    for extra, message in [(["--every", "0"], "--every must be an integer in [1, "),
+                           (["--stop-after", "13"], "--stop-after must be an integer in [1, 12]"),
+                           (["--stack-size", "5"], "--stack-size must be an integer in [1, 4]"),
+                           (["--init-only", "x.json"], "--stack trains; --init-only does not")]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv + extra)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+    for argv_bad, message in [(["--out", str(tmp_path)], "--out needs --stack"),
+                              (["--stack", "--stop-after", "2"], "--stop-after needs --out"),
+                              (["--stack", "--every", "2"], "--every needs --out"),
+                              (["--stack-size", "2"], "--stack-size needs --stack"),
+                              (["--stack", "--out", str(tmp_path / "table.npz")], "--out must be a folder")]:
+        with pytest.raises(SystemExit):
+            main(argv_bad)
+        assert message in capsys.readouterr().err

@@ -1,0 +1,184 @@
+"""Table 1: the combination hierarchy, the multilayer Transformer and the alignment score."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from math import prod
+
+import numpy as np
+import pytest
+import torch
+
+from joma_lib.theory.combination_hierarchy import CombinationHierarchy
+from joma_lib.chapters.table1.table1 import (
+    KINDS,
+    change_alignment_margin,
+    layer0_learning_margin,
+    level_specificity,
+)
+from joma_lib.kit.registry import get_spec
+from joma_lib.theory.table1.model import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, TABLE1_SETTINGS, Table1Config, train_and_score
+from joma_lib.theory.table1.runs import CONFIGS
+
+
+@pytest.fixture(scope="module")
+def table1(figure_data) -> dict[str, np.ndarray]:
+    """The quick configuration of Table 1, trained once for every test here (the book's data, when kept)."""
+    return figure_data("table1")
+
+
+def test_table1_quick_shapes_and_range(table1: dict[str, np.ndarray]) -> None:
+    quick = CONFIGS["quick"]
+    shape = (len(TABLE1_SETTINGS), len(quick.seeds), quick.n_layers, 3)  # levels 0, 1 and the classes
+    for kind in KINDS:
+        assert table1[kind].shape == shape
+        assert np.all((table1[kind] >= 0) & (table1[kind] <= 1))
+        assert np.allclose(table1[f"{kind}_mean"], table1[kind].mean(axis=1))
+        assert np.allclose(table1[f"{kind}_std"], table1[kind].std(axis=1, ddof=1))
+
+
+def test_table1_quick_claims_have_the_verdicts_the_page_states(table1: dict[str, np.ndarray]) -> None:
+    for claim in get_spec("table1").claims:
+        value, verdict = claim.evaluate(table1)
+        assert verdict == claim.book_says, (claim.claim_id, value)
+
+
+def test_table1_quick_learns_the_task_and_the_control_cannot(table1: dict[str, np.ndarray]) -> None:
+    chance = math.log(CONFIGS["quick"].n_class)
+    assert np.all(table1["final_loss"] < 0.25 * chance)
+    assert np.all(table1["final_loss_control"] > 0.8 * chance)  # shuffled labels carry no information
+
+
+def test_control_starts_from_the_same_network() -> None:
+    tiny = replace(CONFIGS["quick"], steps=3, n_test=64)
+    real = train_and_score(tiny, 2, (10, 20), seed=5, device="cpu")
+    shuffled = train_and_score(tiny, 2, (10, 20), seed=5, device="cpu", shuffle_labels=True)
+    assert np.array_equal(real.scores_init, shuffled.scores_init)
+    assert np.array_equal(real.scores_init, score_at_init(tiny, 2, (10, 20), seed=5, device="cpu"))
+    assert not np.array_equal(real.losses, shuffled.losses)
+
+
+def test_claim_measures_on_constructed_data() -> None:
+    rng = np.random.default_rng(0)
+    base = 0.4 + rng.normal(0, 0.01, size=(2, 4, 3, 3))
+    data = {"init": base, "control": base + rng.normal(0, 0.01, base.shape), "trained": base.copy()}
+    data["trained"][:, :, 0, 0] += 0.2  # layer 0 learns level 0 far beyond the seed spread
+    data["trained_mean"] = data["trained"].mean(axis=1)
+    assert layer0_learning_margin(data) > 5
+    data["trained"][:, :, 0, 0] = data["control"][:, :, 0, 0]
+    assert abs(layer0_learning_margin(data)) < 1e-9
+    mean = np.full((2, 3, 3), 0.2)
+    mean[:, 0, 0], mean[:, 1, 1], mean[:, 2, 1] = 0.9, 0.7, 0.6
+    assert level_specificity({"trained_mean": mean}) == pytest.approx(0.1)
+    mean[1, 2, 1] = 0.8  # in one setting layer 2 beats layer 1 on level 1
+    assert level_specificity({"trained_mean": mean}) == pytest.approx(-0.1)
+
+
+def test_change_alignment_drops_what_the_untrained_network_computed() -> None:
+    data = CombinationHierarchy(100, 30, (10, 20), 20, 2, seed=0)
+    test = data.sample(256, np.random.default_rng(1))
+    rng = np.random.default_rng(2)
+    before = [rng.normal(size=(256, 12)), rng.normal(size=(256, 12))]
+    assert np.array_equal(change_alignment_matrix(before, before, test, 0.01), np.zeros((2, 3)))  # no change
+    learned = [b.copy() for b in before]
+    learned[0][:, :10] += 5 * test.active[0]  # training adds a detector of every level-0 latent to layer 0
+    change = change_alignment_matrix(before, learned, test, 0.01)
+    assert change[0, 0] > 0.9 and change[1, 0] == 0.0
+    with pytest.raises(ValueError, match="same number of layers"):
+        change_alignment_matrix(before, learned[:1], test, 0.01)
+
+
+def test_change_claim_measure_on_constructed_data() -> None:
+    rng = np.random.default_rng(0)
+    control = 0.3 + rng.normal(0, 0.02, size=(4, 3, 3, 3))
+    data = {"change_control": control, "change": control + rng.normal(0, 0.02, control.shape)}
+    data["change"][:, :, 0, 0] += 0.3
+    assert change_alignment_margin(data) > 5
+    data["change"][2, :, 0, 0] = control[2, :, 0, 0] - 0.1  # one setting where the real labels change less
+    assert change_alignment_margin(data) < 0
+
+
+def test_combination_hierarchy_structure() -> None:
+    data = CombinationHierarchy(n_vocab=100, seq_len=30, level_sizes=(20, 30), n_class=20, n_combinations=3, seed=4)
+    assert [c.shape for c in data.children] == [(20, 3), (30, 3), (20, 3)]
+    for k, children in enumerate(data.children):
+        below = 99 if k == 0 else data.level_sizes[k - 1]
+        assert np.all(np.diff(children, axis=1) > 0) and children.max() < below  # distinct, sorted children
+        assert len({tuple(row) for row in children}) == len(children)  # distinct sets within a level
+
+
+def test_combination_hierarchy_sample_is_consistent() -> None:
+    data = CombinationHierarchy(n_vocab=50, seq_len=10, level_sizes=(6, 8), n_class=5, n_combinations=(2, 2, 2))
+    sample = data.sample(200, np.random.default_rng(0))
+    assert sample.tokens.shape == (200, 10) and sample.tokens.dtype == np.int64
+    assert np.array_equal(sample.active[-1], np.eye(5, dtype=bool)[sample.labels])
+    for i in range(200):
+        real = sample.tokens[i][sample.tokens[i] != data.pad]
+        n_pad = 10 - real.size
+        assert np.all(sample.tokens[i, :n_pad] == data.pad) and np.all(np.diff(real) > 0)  # left-padded, sorted
+        expected = set(np.unique(data.children[0][sample.active[0][i]]).tolist())
+        assert set(real.tolist()) == expected
+        for k in (1, 2):  # a symbol is on exactly when one of its parents is
+            below = set(np.unique(data.children[k][sample.active[k][i]]).tolist())
+            assert below == set(np.flatnonzero(sample.active[k - 1][i]).tolist())
+    assert (sample.tokens != data.pad).sum(axis=1).max() <= prod(data.n_combinations)
+
+
+def test_alignment_score() -> None:
+    rng = np.random.default_rng(0)
+    active = rng.random((500, 6)) < 0.3
+    noise = rng.random((500, 10))
+    assert alignment_score(active, np.concatenate([active * 2.0, noise], axis=1)) == pytest.approx(1.0)
+    assert alignment_score(active, noise) < 0.2
+    assert alignment_score(np.zeros((500, 3)), noise) == 0.0  # latents never on
+    assert alignment_score(active, np.ones((500, 4))) == 0.0  # dead neurons
+    half = np.concatenate([active[:, :3] * 1.0, np.zeros((500, 1))], axis=1)
+    assert alignment_score(active, half, min_corr=0.5) == pytest.approx(1.0)  # poorly matched latents left out
+
+
+def test_model_is_causal_and_shapes() -> None:
+    torch.manual_seed(0)
+    model = HierarchyTransformer(n_vocab=20, n_class=4, n_layers=2, d_model=8, d_hidden=12)
+    tokens = torch.randint(0, 20, (3, 7))
+    logits, hiddens = model(tokens)
+    assert logits.shape == (3, 4) and [h.shape for h in hiddens] == [(3, 7, 12)] * 2
+    changed = tokens.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 20
+    _, hiddens2 = model(changed)
+    assert torch.allclose(hiddens[1][:, :-1], hiddens2[1][:, :-1])  # earlier positions do not see the last token
+
+
+def test_training_is_deterministic_on_cpu() -> None:
+    tiny = replace(CONFIGS["quick"], steps=5, n_test=64)
+    first = train_and_score(tiny, 2, (10, 20), seed=7, device="cpu")
+    second = train_and_score(tiny, 2, (10, 20), seed=7, device="cpu")
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    assert not np.array_equal(first.scores, first.scores_init)  # five Adam steps move the neurons
+    assert first.scores.shape == (tiny.n_layers, 3)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: Table1Config(steps=0), "steps"),
+    (lambda: Table1Config(lr=0.0), "lr"),
+    (lambda: Table1Config(seeds=()), "seeds"),
+    (lambda: Table1Config(n_layers=1), "n_layers"),
+    (lambda: CombinationHierarchy(n_vocab=10, level_sizes=(50, 20), n_combinations=2), "level 0"),
+    (lambda: CombinationHierarchy(seq_len=20, n_combinations=3), "seq_len"),
+    (lambda: CombinationHierarchy(n_combinations=(2, 2)), "n_combinations"),
+    (lambda: CombinationHierarchy(level_sizes=()), "level_sizes"),
+    (lambda: alignment_score(np.zeros((5, 2)), np.zeros((4, 3))), "same number"),
+    (lambda: train_and_score(CONFIGS["quick"], 2, (10, 20), seed=-1), "seed"),
+])
+def test_bad_inputs_raise_clear_errors(call, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_numerics_set_the_configurations_threads_and_matmul_precision_and_restore_them() -> None:
+    before = torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()
+    with numerics(replace(CONFIGS["check"], tf32=not before[0], cpu_threads=1), torch.device("cpu")):
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()) == (not before[0], 1)
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()) == before
+    with pytest.raises(ValueError, match="tf32 must be True or False"):
+        Table1Config(tf32=1)  # type: ignore[arg-type]

@@ -1,0 +1,80 @@
+"""Table 1 stacked (:mod:`joma_lib.theory.table1.stacked`): every run of the stack is the run trained alone.
+
+The tolerance follows from the spread that summation order alone makes, measured first with
+``python benchmarks/bench_table1_stack.py --spread --config check --device cpu`` on the shared 2-core CPU, on this
+test's configuration (``check``: 2 settings x 2 seeds x real/shuffled labels, width 16, 20 steps) and at width 32
+with 50 steps and 256 test sequences: between unstacked runs on 1 and on 2 CPU threads, and between unstacked and
+stacked runs, the training loss of every step differs by at most 9.5e-7 (float32 rounding), the two spreads of
+the same size. The scores are not continuous in the weights (a latent's best neuron can change, a latent can
+cross the ``min_corr`` cut), so although their median difference is 1e-7, 15-20% of the entries jump, by up to
+0.046 between thread counts and 0.041 between stacked and unstacked. Hence: every step's loss within
+:data:`LOSS_ATOL` (10x the measured spread), the scores' median within :data:`MEDIAN_ATOL` (100x), every score
+within :data:`SCORE_ATOL` (twice the largest jump the thread count alone made), and the untrained network's
+scores exactly (no training, the same code).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from joma_lib.theory.combination_hierarchy import CombinationHierarchy
+from joma_lib.theory.table1.runs import CONFIGS, train_runs
+from joma_lib.theory.table1.stacked import LabelStream, chunk_bounds, stack_runs, token_tables
+from joma_lib.theory.table1.stacked_run import run_results, run_table1_stacked
+
+LOSS_ATOL = 1e-5
+MEDIAN_ATOL = 1e-5
+SCORE_ATOL = 0.1
+SMALL = CONFIGS["check"]
+
+
+def _compare_stacked_with_unstacked(device: str) -> None:
+    outcome = run_table1_stacked(SMALL, device)
+    assert outcome is not None
+    stacked, alone = run_results(SMALL, outcome), train_runs(SMALL, device)
+    deviations = []
+    for key, run in alone.items():
+        np.testing.assert_allclose(stacked[key].losses, run.losses, rtol=0, atol=LOSS_ATOL, err_msg=str(key))
+        np.testing.assert_array_equal(stacked[key].scores_init, run.scores_init)
+        deviations += [np.abs(stacked[key].scores - run.scores).ravel(),
+                       np.abs(stacked[key].scores_change - run.scores_change).ravel()]
+    deviation = np.concatenate(deviations)
+    assert np.median(deviation) <= MEDIAN_ATOL and deviation.max() <= SCORE_ATOL, deviation
+    # a run in the wrong slot would not pass: the trained runs and their controls learn differently
+    assert np.abs(outcome.losses[0::2] - outcome.losses[1::2]).max() > 100 * LOSS_ATOL
+
+
+def test_stacked_runs_match_the_runs_trained_alone_on_the_cpu() -> None:
+    _compare_stacked_with_unstacked("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_stacked_runs_match_the_runs_trained_alone_on_a_gpu() -> None:
+    # the CPU's tolerances; the GPU's spread is not measured yet (no GPU at hand when this was written)
+    _compare_stacked_with_unstacked("cuda")
+
+
+def test_label_streams_and_token_tables_give_the_unstacked_batches() -> None:
+    runs = stack_runs(SMALL)
+    stream = LabelStream(runs, SMALL.n_class, SMALL.batch_size)
+    chunks = list(stream.chunks(chunk_bounds(0, 7, 3, 5)))
+    assert [(c.start, len(c.draws)) for c in chunks] == [(0, 3), (3, 2), (5, 2)]
+    draws = np.concatenate([c.draws for c in chunks])
+    targets = np.concatenate([c.targets for c in chunks])
+    tables = token_tables(SMALL, runs, torch.device("cpu")).numpy()
+    for r, run in enumerate(runs):
+        data = CombinationHierarchy(SMALL.n_vocab, SMALL.seq_len, run.setting[1], SMALL.n_class, run.setting[0],
+                                    seed=run.seed)
+        rng, shuffler = np.random.default_rng(run.seed), np.random.default_rng((run.seed, 2))
+        for step in range(7):
+            batch = data.sample(SMALL.batch_size, rng)
+            np.testing.assert_array_equal(tables[r][draws[step, r]], batch.tokens)
+            labels = shuffler.permutation(batch.labels) if run.shuffled else batch.labels
+            np.testing.assert_array_equal(targets[step, r], labels)
+    resumed = LabelStream(runs, SMALL.n_class, SMALL.batch_size, chunks[0].states).draw(3, 4)
+    np.testing.assert_array_equal(resumed.draws, draws[3:])
+    with pytest.raises(ValueError, match="states must hold 16 generator states"):
+        LabelStream(runs, SMALL.n_class, SMALL.batch_size, chunks[0].states[:3])
