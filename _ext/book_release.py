@@ -12,7 +12,8 @@
   ``verify --keep``, with its receipt and citation written from its kept data) and ``book/*.ipynb``.
 * **The site** (``site``): the build of ``main`` under ``/latest/``, every release's site under ``/vX.Y.Z/`` (taken
   from the releases' bundles, so a published version never changes or disappears), ``versions.json``, and at the
-  root a redirect for every page to its ``/latest/`` copy (the addresses of the site before versions keep working).
+  root a redirect for every page to its ``/latest/`` copy (the addresses of the site before versions keep working);
+  a page split since (``MOVED_PAGES``) keeps its address in ``/latest/`` as a redirect that follows the anchor.
 
 The release workflow (``.github/workflows/release.yml``) and the Pages workflow run these commands; ``.ci/run``
 runs ``check-version``, ``bundle`` and ``site`` offline on its own build, so they cannot rot unnoticed::
@@ -127,6 +128,33 @@ def _redirect(target: str, title: str, note: str = "") -> str:
             f'<body><p><a href="{url}">{html.escape(title)}</a></p>{note}</body></html>')
 
 
+MOVED_PAGES: dict[str, tuple[str, ...]] = {
+    # a page's old address, which readers may have cited -> the pages that took its content, the default last
+    "book/theorems3_4.html": ("book/theorem3.html", "book/theorem4.html"),
+}
+"""Pages split or renamed: ``latest/`` keeps their old addresses as redirects that follow the ``#anchor`` (a figure
+cited on the old page lands on the page that shows it now). Released versions keep the old pages themselves."""
+_ANCHOR = re.compile(r"""\bid=["']([^"']+)["']""")
+
+
+def _moved_redirect(site: Path, old: str, targets: tuple[str, ...]) -> str:
+    """A redirect from ``old`` to the page of ``targets`` (paths in ``site``) that holds the address's anchor, else
+    to the last of them."""
+    depth = "../" * old.count("/")
+    where: dict[str, str] = {}
+    for target in targets[:-1]:
+        for anchor in _ANCHOR.findall((site / target).read_text(encoding="utf-8")):
+            where.setdefault(anchor, depth + target)
+    default = depth + targets[-1]
+    script = (f"<script>location.replace(({json.dumps(where)})[location.hash.slice(1)] || {json.dumps(default)})"
+              " + location.hash)</script>")
+    url = html.escape(default, quote=True)
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>This page has moved</title>'
+            f'<meta http-equiv="refresh" content="0; url={url}">{script}</head><body><p>This page was split: '
+            + ", ".join(f'<a href="{html.escape(depth + t, quote=True)}">{html.escape(t)}</a>' for t in targets)
+            + "</p></body></html>")
+
+
 def _version_key(tag: str) -> tuple[int, ...]:
     return tuple(int(part) for part in tag.removeprefix("v").split("."))
 
@@ -139,6 +167,9 @@ def assemble_site(out: Path, latest: Path, release_zips: list[Path]) -> list[str
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(latest, out / "latest")
+    for old, targets in MOVED_PAGES.items():
+        if not (latest / old).exists() and all((latest / target).exists() for target in targets):
+            (out / "latest" / old).write_text(_moved_redirect(latest, old, targets), encoding="utf-8")
     tags = []
     for bundle in release_zips:
         match = _BUNDLE.match(bundle.name)
@@ -158,8 +189,8 @@ def assemble_site(out: Path, latest: Path, release_zips: list[Path]) -> list[str
         tags.append(tag)
     tags.sort(key=_version_key, reverse=True)
     (out / "versions.json").write_text(json.dumps({"latest": "latest/", "releases": tags}, indent=2) + "\n")
-    for page in (latest).rglob("*.html"):
-        relative = page.relative_to(latest).as_posix()
+    for page in (out / "latest").rglob("*.html"):
+        relative = page.relative_to(out / "latest").as_posix()
         stub = out / relative
         stub.parent.mkdir(parents=True, exist_ok=True)
         depth = "../" * relative.count("/")

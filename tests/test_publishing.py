@@ -176,6 +176,13 @@ def test_the_site_keeps_every_release_beside_latest_and_old_addresses_redirect(t
     stub = (out / "book" / "fig.html").read_text()  # the address before versions: to latest/, anchor kept
     assert 'url=../latest/book/fig.html' in stub and 'location.replace("../latest/book/fig.html" + location.hash)' in stub
     assert '<a href="../v0.1.0/book/fig.html">v0.1.0</a>' in stub
+    (latest / "book" / "theorem3.html").write_text("<figure id='c-thm3-relu'></figure>")  # a page split in two
+    (latest / "book" / "theorem4.html").write_text("<figure id='fig4'></figure>")
+    book_release.assemble_site(out, latest, zips)
+    moved = (out / "latest" / "book" / "theorems3_4.html").read_text()  # its anchor picks the page
+    assert '{"c-thm3-relu": "../book/theorem3.html"}' in moved and '|| "../book/theorem4.html"' in moved
+    assert 'url=../book/theorem4.html' in moved and "fig4" not in moved
+    assert 'location.replace("../latest/book/theorems3_4.html"' in (out / "book" / "theorems3_4.html").read_text()
     bad = releases / "joma-companion-v9.9.9-offline.zip"
     with zipfile.ZipFile(bad, "w") as archive:
         archive.writestr("joma-companion-v9.9.9/html/../../evil.html", "x")
