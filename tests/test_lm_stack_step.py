@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from joma_lib.lm.stack_step import AdamState, adam_, clip_, on_device
+from joma_lib.lm.stack_step import AdamState, adam_, clip_, fused_adam_, on_device
 
 
 def test_clip_and_adam_of_each_run_are_torchs_with_its_own_learning_rate_and_clip():
@@ -31,6 +31,35 @@ def test_clip_and_adam_of_each_run_are_torchs_with_its_own_learning_rate_and_cli
     for r in range(2):
         for p, single in zip(params, singles[r], strict=True):
             torch.testing.assert_close(p[r], single.detach(), rtol=0, atol=1e-14)
+
+
+def test_the_cpu_update_is_the_unstacked_runners_fused_adam_bit_for_bit():
+    """On the CPU each run's slices go through torch's fused Adam, the unstacked runner's kernel: the same numbers
+    exactly, through a reset, in float32 as the runner trains."""
+    torch.manual_seed(0)
+    shapes = [(7, 5), (6,), (3, 2, 4)]
+    lrs = [1e-3, 3e-2, 1e-4]
+    params = [torch.randn(3, *s) for s in shapes]
+    state = AdamState(params)
+    singles = [[p[r].clone().requires_grad_() for p in params] for r in range(3)]
+    optimizers = [torch.optim.Adam(singles[r], lr=lrs[r], fused=True) for r in range(3)]
+    for step in range(7):
+        grads = [torch.randn_like(p) for p in params]
+        grads[0] = torch.randn(3, 5, 7).transpose(1, 2)  # strided, as the gradient of a transposed weight comes
+        if step == 4:
+            state.reset()
+            optimizers = [torch.optim.Adam(singles[r], lr=lrs[r], fused=True) for r in range(3)]
+        for r in range(3):
+            for p, g in zip(singles[r], grads, strict=True):
+                # contiguous, as the unstacked model's gradients come: given a strided gradient, torch's fused CPU
+                # Adam (torch 2.13) walks it in the parameter's layout and updates the wrong entries
+                p.grad = g[r].clone(memory_format=torch.contiguous_format)
+            optimizers[r].step()
+        fused_adam_(params, grads, state, on_device(lrs, torch.device("cpu")))
+    for r in range(3):
+        for p, single in zip(params, singles[r], strict=True):
+            assert torch.equal(p[r], single.detach())
+    assert state.steps.tolist() == [3.0, 3.0, 3.0]
 
 
 @pytest.mark.gpu

@@ -8,7 +8,9 @@ its own learning rate and its own step count: for run ``r`` with gradient ``g``,
     m <- b1 m + (1 - b1) g,   v <- b2 v + (1 - b2) g^2,
     theta <- theta - lr_r / (1 - b1^t_r) * m / (sqrt(v) / sqrt(1 - b2^t_r) + eps),
 
-and the clip of each run's gradient to norm ``c_r`` is ``torch.nn.utils.clip_grad_norm_``'s:
+On the CPU, where nothing is captured, each run's slices go through torch's fused Adam instead
+(:func:`fused_adam_`), the unstacked runner's own kernel. The clip of each run's gradient to norm ``c_r`` is
+``torch.nn.utils.clip_grad_norm_``'s:
 ``g <- g * min(1, c_r / (||g_r|| + 1e-6))`` with ``||g_r||`` over all of run ``r``'s parameters.
 """
 
@@ -18,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 import torch
+from torch.optim.adam import adam
 
 from joma_lib.lm.precision import numerics
 from joma_lib.lm.stacked import CounterMasks, StackedLM
@@ -70,6 +73,25 @@ def adam_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: 
         p.addcmul_(m / denom, _per_run(step_size.to(p.dtype), p), value=-1.0)
 
 
+@torch.no_grad()
+def fused_adam_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: AdamState, lr: torch.Tensor
+                ) -> None:
+    """:func:`adam_` on the CPU: each run's slices go through torch's fused Adam, the kernel of the unstacked
+    runner's optimiser (:func:`~joma_lib.lm.step.make_optimizer`), which reads and writes each tensor once instead
+    of the written-out update's seven passes and three temporaries. A run's slice ``p[r]`` of a stacked
+    parameter is contiguous, so the kernel updates the stack in place; a gradient can come strided (that of a
+    transposed weight in a batched product), and the kernel walks every tensor in the parameter's layout, so it is
+    made contiguous first."""
+    b1, b2 = BETAS
+    for r in range(state.steps.numel()):
+        # torch's Adam keeps a float32 step per tensor and adds 1 to it before the update
+        steps = [torch.tensor(float(state.steps[r]), dtype=torch.float32) for _ in params]
+        adam([p[r] for p in params], [g[r].contiguous() for g in grads], [m[r] for m in state.exp_avg],
+             [v[r] for v in state.exp_avg_sq], [], steps, fused=True, amsgrad=False, beta1=b1, beta2=b2,
+             lr=float(lr[r]), weight_decay=0.0, eps=EPS, maximize=False)
+    state.steps += 1
+
+
 class StackStep:
     """The step of a stack: ``step(x, y)`` trains every run on the batch ``x -> y`` and adds each run's loss
     to ``running`` (``[R]``, on the device). On a GPU it is captured as a CUDA graph per sequence length after
@@ -95,7 +117,7 @@ class StackStep:
             losses = self.model.losses(x, y)
         grads = torch.autograd.grad(losses.sum(), self.params)
         clip_(grads, self.clip)
-        adam_(self.params, grads, self.state, self.lr)
+        (fused_adam_ if self.device.type == "cpu" else adam_)(self.params, grads, self.state, self.lr)
         with torch.no_grad():
             self.running += losses.detach()
         if isinstance(masks, CounterMasks):
