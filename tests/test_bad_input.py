@@ -150,6 +150,8 @@ def test_the_second_probe_gets_clear_errors(case):
      {"depth": 5, "height": 4}),
     ("theorem1.theorem1_live_widget", {"lr_ratio": 3.0}, r"lr_ratio must be one of \[0.25, .*\], got 3.0",
      {"lr_ratio": 2.0}),
+    ("theorem3.RestingPointWidget", {"sigma": 0}, r"sigma must be in \[0.05, 0.5\], got 0",
+     {"sigma": 0.3, "n_starts": 2, "t_max": 10.0}),
 ])
 def test_panels_refuse_initial_values_instead_of_clamping_them(panel, bad, message, good):
     """ipywidgets would clamp ``temperature=0`` to the slider's 0.25 (silent) or raise a TraitError (deep)."""

@@ -1,5 +1,5 @@
-"""The Theorem 3 chapter (joma_lib.chapters.theorem3): its figures' data, the resting points of its two-cluster toy
-and the answers its exercises quote."""
+"""The Theorem 3 chapter (joma_lib.chapters.theorem3): its figures' data, the resting points of its two-cluster toy,
+the answers its exercises quote and its panel."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from scipy.optimize import fsolve
 from scipy.special import ndtr
 
 from joma_lib.chapters.theorem3 import bias_rest_points, fixed_point_rest, relu_figure_settings
+from joma_lib.chapters.theorem3 import widget as theorem3_widget_module
+from joma_lib.chapters.theorem3.widget import RestingPointWidget, resting_points
 from joma_lib.kit import get_spec
 from joma_lib.theory.nonlinear import decayed_jacobian, decayed_update, two_cluster_mixture
 
@@ -70,3 +72,48 @@ def test_the_fixed_point_iteration_finds_the_resting_point_near_a_centre(figures
     np.testing.assert_allclose(rest.mu, figures_by_id["c-thm3-portrait"]["final_relu"][0], atol=1e-6)
     assert rest.share == ndtr(rest.kappa) and 0.9 < rest.share < 1 and 0 < rest.noise < 0.05
     assert abs(rest.mu[0] - (rest.share + rest.noise)) < 2e-3  # the page's account of mu_1 < 1
+
+
+def test_the_panel_at_the_page_settings_ends_where_the_portrait_does(figures_by_id):
+    d = figures_by_id["c-thm3-portrait"]
+    view = resting_points()
+    np.testing.assert_allclose(view.traj[-1], d["final_relu"], atol=1e-8)  # the figure's flow, not a copy of it
+    assert view.kinds == ("centre 1",) * 4 + ("mixed",) + ("centre 2",) * 4
+    assert [k.startswith("centre") for k in view.kinds] == list(d["cos_relu"] > 0.99)
+    np.testing.assert_allclose(view.traj[-1, 4], d["mixed_rest"], atol=1e-6)
+    panel = RestingPointWidget()
+    assert panel.error is None and "centre 1 \u2190 3\u00b0, 13\u00b0, 24\u00b0, 34\u00b0 | mixed \u2190 45\u00b0" in \
+        panel.status.value
+
+
+@pytest.mark.parametrize(("values", "kinds"), [
+    ({"bias": -0.3}, {"mixed"}),                                    # the node does not choose ...
+    ({"bias": -0.4}, {"centre 1", "mixed", "centre 2"}),            # ... lower, it does ...
+    ({"bias": -0.75}, {"dead (v = 0)"}),                            # ... and lower still, it dies
+    ({"sigma": 0.5}, {"mixed"}),                                    # a wide spread: no start chooses
+    ({"weight_decay": 0.1, "t_max": 10.0}, {"still moving"}),
+])
+def test_what_the_page_says_to_try_with_the_panel(values, kinds):
+    assert set(resting_points(**values).kinds) == kinds
+
+
+def test_the_mixed_point_loses_its_basin_before_the_centres():
+    kinds = resting_points(weight_decay=0.58).kinds   # the page's "raise the weight decay slowly"
+    assert kinds[4] == "dead (v = 0)" and set(kinds[:4]) == {"centre 1"} and set(kinds[5:]) == {"centre 2"}
+    assert set(resting_points(weight_decay=0.52).kinds) == {"centre 1", "mixed", "centre 2"}
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"bias": 0.5}, r"bias must be in \[-1.2, 0.4\], got 0.5"),
+    ({"weight_decay": 0.0}, r"weight_decay must be in \[0.1, 1.5\], got 0.0"),
+    ({"sigma": float("nan")}, r"sigma must be a finite number in \[0.05, 0.5\], got nan"),
+    ({"n_starts": 16}, r"n_starts must be an integer in \[2, 15\], got 16"),
+    ({"t_max": 1e9}, r"t_max must be in \[10, 200\], got 1000000000.0"),
+])
+def test_the_panel_refuses_what_it_cannot_honour_before_any_work(monkeypatch, values, message):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the flow ran before the arguments were checked")
+
+    monkeypatch.setattr(theorem3_widget_module, "decayed_trajectories", no_work)
+    with pytest.raises(ValueError, match=message):
+        resting_points(**values)

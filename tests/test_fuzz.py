@@ -220,6 +220,9 @@ WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
         "depth": _int(2, 20), "height": _int(1, 20), "rho": _num(0.05, 1), "tie_rho": st.sampled_from([True, 1, "x"])}),
     "widgets.theorem1.theorem1_live_widget": ("joma_lib.chapters.theorem1.widget", "theorem1_live_widget", {
         "attention": _attn(), "lr_ratio": st.sampled_from([0.25, 1.0, 3.0, math.nan]), "seed": _int(0, 9)}),
+    "widgets.theorem3.RestingPointWidget": ("joma_lib.chapters.theorem3.widget", "RestingPointWidget", {
+        "bias": _num(-1.2, 0.4), "weight_decay": _num(0.1, 1.5), "sigma": _num(0.05, 0.5), "n_starts": _int(2, 4),
+        "t_max": _num(10, 30)}),
 }
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from joma_lib.kit.fallback import LIVE_NOTE, panel_images, with_static_view
 from joma_lib.chapters.hierarchy.widget import cooccurrence_widget
+from joma_lib.chapters.theorem3.widget import theorem3_widget
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -38,7 +39,8 @@ def test_bad_input_is_rejected():
         with_static_view(widgets.VBox([]), alt="x").static_html()
 
 
-def test_a_panels_picture_comes_with_its_phone_layout():
+@pytest.mark.parametrize("panel", [cooccurrence_widget, theorem3_widget])
+def test_a_panels_picture_comes_with_its_phone_layout(panel):
     """Narrow screens get the drawing stacked in one column, its smallest text >= 9 CSS px in a 360 px column."""
     import io
 
@@ -46,7 +48,7 @@ def test_a_panels_picture_comes_with_its_phone_layout():
 
     from joma_lib.kit.phone import PHONE_MEDIA, TEXT_PX_KEY
 
-    html = with_static_view(cooccurrence_widget(), alt="co-occurrence").static_html()
+    html = with_static_view(panel(), alt="the panel's drawing").static_html()
     assert html.count("<picture>") == 1 and f'<source media="{PHONE_MEDIA}" srcset="data:image/png;base64,' in html
     wide, phone = (Image.open(io.BytesIO(base64.b64decode(part.split('"', 1)[0])))
                    for part in html.split("base64,")[1:][::-1])  # the <source> (phone) comes first

@@ -11,12 +11,14 @@ import torch
 from joma_lib.chapters.hierarchy.widget import CooccurrenceWidget
 from joma_lib.kit.widget import LiveWidget
 from joma_lib.chapters.theorem1.widget import theorem1_live_widget
+from joma_lib.chapters.theorem3.widget import RestingPointWidget
 from joma_lib.chapters.theorem4.widget import ModifiedMLPWidget, simulate_profile
 
 torch.set_num_threads(1)
 
 PANELS = {
     "theorem1": lambda: theorem1_live_widget(attention="linear", phi="identity"),
+    "theorem3": lambda: RestingPointWidget(n_starts=3, t_max=20.0),
     "theorem4": lambda: ModifiedMLPWidget(n_steps=200),
     "hierarchy": lambda: CooccurrenceWidget(depth=6),
 }
@@ -32,6 +34,8 @@ CASES = [
     ("hierarchy", {"rho": -0.5}, ["rho"], {"tie_rho": False, "rho": 0.5}),
     ("theorem1", {"seed": -1}, ["seed", "[0, 9]"], {"seed": 3}),
     ("theorem1", {"lr_ratio": 3.0}, ["lr_ratio", "one of"], {"lr_ratio": 2.0}),
+    ("theorem3", {"weight_decay": 0.0}, ["weight_decay", "[0.1, 1.5]"], {"weight_decay": 0.4}),
+    ("theorem3", {"bias": math.nan}, ["bias", "finite"], {"bias": -0.5}),
 ]
 
 

@@ -93,6 +93,19 @@ def plot_relu(data: FigureData) -> Figure:
     return fig
 
 
+def portrait_grid(top: float, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """The axis of a phase portrait, ``n_grid`` values from 0.05 (the update is undefined at ``v = 0``) to ``top``,
+    and the states of its square grid, shape ``(n_grid, n_grid, 2)`` indexed ``[iy, ix]``."""
+    axis = np.linspace(0.05, top, n_grid)
+    return axis, np.stack(np.meshgrid(axis, axis, indexing="xy"), axis=-1)
+
+
+def portrait_starts(n_starts: int) -> np.ndarray:
+    """``n_starts`` starts on the arc of radius 1.2 in the positive quadrant, 0.05 rad off each axis: shape (n, 2)."""
+    angles = np.linspace(0.05, np.pi / 2 - 0.05, n_starts)
+    return 1.2 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+
+
 def make_portrait(sigma: float = 0.2, bias: float = -0.6, weight_decay: float = 0.5, n_grid: int = 21,
                   n_starts: int = 9, t_max: float = 80.0, n_times: int = 161) -> FigureData:
     """Theorem 3 core update in 2-D: a ReLU and a linear node, two clusters, weight decay (phase portrait).
@@ -108,12 +121,8 @@ def make_portrait(sigma: float = 0.2, bias: float = -0.6, weight_decay: float = 
     node started there rests at the mixed point (cosine with the nearest centre <= 0.99), else 0: its basin.
     """
     mixture = two_cluster_mixture(sigma)
-    n_grid = check_int("n_grid", n_grid, 3, 200)
-    n_starts = check_int("n_starts", n_starts, 2, 200)
-    axis = np.linspace(0.05, 1.4, n_grid)
-    grid = np.stack(np.meshgrid(axis, axis, indexing="xy"), axis=-1)          # (n_grid, n_grid, 2), [iy, ix]
-    angles = np.linspace(0.05, np.pi / 2 - 0.05, n_starts)
-    starts = 1.2 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    axis, grid = portrait_grid(1.4, check_int("n_grid", n_grid, 3, 200))
+    starts = portrait_starts(check_int("n_starts", n_starts, 2, 200))
     t = np.linspace(0.0, check_float("t_max", t_max, 0, low_open=True), check_int("n_times", n_times, 2))
     out: FigureData = {"x": axis, "y": axis, "t": t, "centres": mixture.centres, "starts": starts}
     for act in ("relu", "linear"):
