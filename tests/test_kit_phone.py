@@ -22,6 +22,27 @@ def test_panels_are_stacked_in_reading_order_with_their_twins():
     assert twin.get_position().bounds == pytest.approx(right.get_position().bounds)
 
 
+@pytest.mark.parametrize("anchor", [(0.5, -0.15), (0.5, 0.98)])
+def test_a_legend_in_columns_becomes_one_column_and_an_outside_one_moves_inside(anchor, tmp_path):
+    """A legend of three columns anchored below its panel used to become a column the phone layout had no room
+    for: the axes collapsed and the saved picture grew to hundreds of millions of pixels."""
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax in axes:
+        for k in range(6):
+            ax.plot([0, 1], [k, k + 1], label=f"line {k}")
+    axes[0].legend(loc="upper center", bbox_to_anchor=anchor, ncols=3)
+    stack_for_phone(fig)
+    fig.savefig(tmp_path / "phone.png", dpi=50)
+    legend = axes[0].get_legend()
+    assert legend._ncols == 1 and [t.get_text() for t in legend.texts] == [f"line {k}" for k in range(6)]
+    assert min(axes[0].get_position().height, axes[1].get_position().height) > 0.1  # the panels did not collapse
+    with Image.open(tmp_path / "phone.png") as image:
+        assert image.size[0] == round(PHONE_WIDTH_IN * 50)
+    inside = legend.get_window_extent().transformed(axes[0].transAxes.inverted())
+    assert anchor[1] > 0 or (inside.y0 >= 0 and inside.y1 <= 1)  # the outside one now sits inside its panel
+
+
 def test_smallest_text_px_is_the_smallest_visible_font():
     fig = Figure()
     ax = fig.subplots()

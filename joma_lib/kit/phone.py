@@ -53,13 +53,22 @@ def _wrappable(fig: Figure) -> list[Text]:
     return texts
 
 
+def _outside(ax: Axes, legend: Any) -> bool:
+    """Whether ``legend`` is anchored outside its axes (``bbox_to_anchor`` beyond the axes' unit square)."""
+    anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    return bool(min(anchor.x0, anchor.y0) < 0 or max(anchor.x1, anchor.y1) > 1)
+
+
 def _one_column(ax: Axes, legend: Any) -> None:
-    """Draw ``legend`` again, same entries and place (matplotlib keeps them private), in one column."""
+    """Draw ``legend`` again, same entries (matplotlib keeps them private), in one column: at its place, or inside
+    the axes where it was anchored outside them (a column of entries below a narrow panel leaves the constrained
+    layout no room: the axes collapse and the saved picture grows to gigapixels)."""
     title = legend.get_title()
     entries = [(h, t.get_text()) for h, t in zip(legend.legend_handles, legend.texts) if h is not None]
-    ax.legend([h for h, _ in entries], [label for _, label in entries], loc=legend._loc,
-              bbox_to_anchor=legend._bbox_to_anchor, ncols=1, fontsize=legend.texts[0].get_fontsize(), title=title.get_text() or None,
-              title_fontsize=title.get_fontsize())
+    place = {"loc": "best"} if _outside(ax, legend) else {"loc": legend._loc, "bbox_to_anchor": legend._bbox_to_anchor}
+    ax.legend([h for h, _ in entries], [label for _, label in entries], ncols=1,
+              fontsize=legend.texts[0].get_fontsize(), title=title.get_text() or None,
+              title_fontsize=title.get_fontsize(), **place)
 
 
 def stack_for_phone(fig: Figure) -> Figure:
