@@ -22,7 +22,7 @@ import torch
 
 from joma_lib.lm.data import load_lm_data, n_chunks
 from joma_lib.lm.runs import load_checkpoint
-from joma_lib.lm.stack import stack_key, stack_precision, stacks, train_stack
+from joma_lib.lm.stack import shares, stack_key, stack_precision, stacks, train_stack
 from joma_lib.lm.step import train_run
 
 TOLERANCE = 2e-5
@@ -107,6 +107,16 @@ def test_stacks_group_runs_that_differ_in_seed_lr_and_clip_only(tiny_run):
     deeper = replace(tiny_run, n_layers=3)
     assert stack_key(a) == stack_key(b) != stack_key(deeper)
     assert stacks([a, deeper, b]) == [[a, b], [deeper]]
+
+
+def test_shares_cut_each_stack_for_the_workers_and_hand_out_the_costliest_first(tiny_run):
+    one = [replace(tiny_run, n_layers=1, seed=s) for s in (1, 2, 3, 4)]
+    two = [replace(tiny_run, n_layers=2, seed=s) for s in (1, 2, 3)]
+    assert shares([one, two], 1) == [one, two]
+    assert shares([one, two], 2) == [two[:2], one[:2], one[2:], two[2:]]  # costs 4, 2, 2, 2: longest first
+    pieces = shares([one, two], 3)
+    assert sorted(c.name for piece in pieces for c in piece) == sorted(c.name for c in one + two)
+    assert max(len(piece) for piece in pieces) == 2 and all(stacks(piece) == [piece] for piece in pieces)
 
 
 @pytest.mark.parametrize("configs, message", [

@@ -65,7 +65,8 @@ def _one_column(ax: Axes, legend: Any) -> None:
     layout no room: the axes collapse and the saved picture grows to gigapixels)."""
     title = legend.get_title()
     entries = [(h, t.get_text()) for h, t in zip(legend.legend_handles, legend.texts) if h is not None]
-    place = {"loc": "best"} if _outside(ax, legend) else {"loc": legend._loc, "bbox_to_anchor": legend._bbox_to_anchor}
+    place: dict[str, Any] = ({"loc": "best"} if _outside(ax, legend)
+                             else {"loc": legend._loc, "bbox_to_anchor": legend._bbox_to_anchor})
     ax.legend([h for h, _ in entries], [label for _, label in entries], ncols=1,
               fontsize=legend.texts[0].get_fontsize(), title=title.get_text() or None,
               title_fontsize=title.get_fontsize(), **place)

@@ -19,6 +19,7 @@ and the call returns None; the same call later continues from there.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -67,6 +68,22 @@ def stacks(configs: Sequence[RunConfig]) -> list[list[RunConfig]]:
     for cfg in configs:
         groups.setdefault(stack_key(cfg), []).append(cfg)
     return list(groups.values())
+
+
+def shares(groups: Sequence[Sequence[RunConfig]], jobs: int) -> list[list[RunConfig]]:
+    """Stacks ``groups`` cut for ``jobs`` worker processes that should finish together: each stack in at most
+    ``jobs`` pieces as even as they come, the costliest piece (runs x layers x steps) first, so that a pool that
+    hands each free worker the next piece balances them (longest first). Without the cut, two workers given a
+    1-layer and a 2-layer stack finish apart, and the sweep waits for the slower; stacked runs cost about what
+    they cost alone on a CPU, so only the balance decides the wall clock there. One worker: the stacks as given.
+    """
+    if jobs == 1:
+        return [list(group) for group in groups]
+    pieces = []
+    for group in groups:
+        size = math.ceil(len(group) / jobs)
+        pieces += [list(group[k:k + size]) for k in range(0, len(group), size)]
+    return sorted(pieces, key=lambda piece: len(piece) * piece[0].n_layers * piece[0].steps, reverse=True)
 
 
 def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS

@@ -29,7 +29,7 @@ from joma_lib.base.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
 from joma_lib.lm.data import LMData, load_lm_data
 from joma_lib.lm.runs import collect
-from joma_lib.lm.stack import stack_precision, stacks, train_stack
+from joma_lib.lm.stack import shares, stack_precision, stacks, train_stack
 from joma_lib.lm.step import run_precision, train_run
 from joma_lib.base.validation import check_float, check_int
 
@@ -148,8 +148,8 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
     ``stack=True`` trains the runs that share their shapes as one stacked model each
     (:func:`~joma_lib.lm.stack.stacks`, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
     ``stack`` only) checkpoints every unfinished stack when that time has passed and raises
-    :class:`DeadlineReached`: the same call later continues. ``jobs > 1`` trains that many runs (or stacks) at
-    once in worker processes (no progress bars) that die with this process; otherwise they go one after the
+    :class:`DeadlineReached`: the same call later continues. ``jobs > 1`` trains that many runs (or stacks, cut
+    into :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with this process; otherwise they go one after the
     other and each corpus is loaded once. Every run uses ``threads`` CPU threads either way, so the results do
     not depend on ``jobs``. ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
     A corpus that falls back to its offline stand-in (:func:`~joma_lib.lm.data.load_splits`)
@@ -163,7 +163,7 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
         check_float("stop_after", stop_after, 0, low_open=True)
     deadline = None if stop_after is None else time.time() + stop_after
     configs = (stack_precision if stack else sweep_precision)(configs, resolve_device(device), threads)
-    units = stacks(configs) if stack else [[cfg] for cfg in configs]
+    units = shares(stacks(configs), jobs) if stack else [[cfg] for cfg in configs]
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
         with worker_pool(jobs) as pool:
