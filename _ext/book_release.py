@@ -13,7 +13,8 @@
 * **The site** (``site``): the build of ``main`` under ``/latest/``, every release's site under ``/vX.Y.Z/`` (taken
   from the releases' bundles, so a published version never changes or disappears), ``versions.json``, and at the
   root a redirect for every page to its ``/latest/`` copy (the addresses of the site before versions keep working);
-  a page split since (``MOVED_PAGES``) keeps its address in ``/latest/`` as a redirect that follows the anchor.
+  a page split since (``MOVED_PAGES``) keeps its address in ``/latest/`` as a redirect that follows the anchor,
+  and a page that handed figures to new pages (``GAVE_FIGURES``) sends their anchors there.
 
 The release workflow (``.github/workflows/release.yml``) and the Pages workflow run these commands; ``.ci/run``
 runs ``check-version``, ``bundle`` and ``site`` offline on its own build, so they cannot rot unnoticed::
@@ -134,6 +135,12 @@ MOVED_PAGES: dict[str, tuple[str, ...]] = {
 }
 """Pages split or renamed: ``latest/`` keeps their old addresses as redirects that follow the ``#anchor`` (a figure
 cited on the old page lands on the page that shows it now). Released versions keep the old pages themselves."""
+GAVE_FIGURES: dict[str, tuple[str, ...]] = {
+    # a page that kept its address but handed some figures to new pages -> those pages
+    "book/theorem1.html": ("book/figs2_3.html",),
+    "book/hierarchy.html": ("book/fig5.html",),
+}
+"""In ``latest/`` such a page sends an ``#anchor`` it no longer holds to the page that holds it now."""
 _ANCHOR = re.compile(r"""\bid=["']([^"']+)["']""")
 
 
@@ -155,6 +162,19 @@ def _moved_redirect(site: Path, old: str, targets: tuple[str, ...]) -> str:
             + "</p></body></html>")
 
 
+def _anchors_elsewhere(site: Path, page: str, targets: tuple[str, ...]) -> str:
+    """A script for ``page`` that sends an address whose ``#anchor`` the page lacks to the page of ``targets``
+    that has it (empty when none of their anchors is missing from the page)."""
+    own = set(_ANCHOR.findall((site / page).read_text(encoding="utf-8")))
+    depth = "../" * page.count("/")
+    where = {anchor: depth + target for target in targets
+             for anchor in _ANCHOR.findall((site / target).read_text(encoding="utf-8")) if anchor not in own}
+    if not where:
+        return ""
+    return (f"<script>(function(){{var to = ({json.dumps(where)})[location.hash.slice(1)];"
+            " if (to) location.replace(to + location.hash);})();</script>")
+
+
 def _version_key(tag: str) -> tuple[int, ...]:
     return tuple(int(part) for part in tag.removeprefix("v").split("."))
 
@@ -170,6 +190,11 @@ def assemble_site(out: Path, latest: Path, release_zips: list[Path]) -> list[str
     for old, targets in MOVED_PAGES.items():
         if not (latest / old).exists() and all((latest / target).exists() for target in targets):
             (out / "latest" / old).write_text(_moved_redirect(latest, old, targets), encoding="utf-8")
+    for giver, targets in GAVE_FIGURES.items():
+        if all((latest / p).exists() for p in (giver, *targets)):
+            script = _anchors_elsewhere(latest, giver, targets)
+            text = (out / "latest" / giver).read_text(encoding="utf-8")
+            (out / "latest" / giver).write_text(text.replace("</head>", script + "</head>", 1), encoding="utf-8")
     tags = []
     for bundle in release_zips:
         match = _BUNDLE.match(bundle.name)

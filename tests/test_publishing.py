@@ -178,7 +178,11 @@ def test_the_site_keeps_every_release_beside_latest_and_old_addresses_redirect(t
     assert '<a href="../v0.1.0/book/fig.html">v0.1.0</a>' in stub
     (latest / "book" / "theorem3.html").write_text("<figure id='c-thm3-relu'></figure>")  # a page split in two
     (latest / "book" / "theorem4.html").write_text("<figure id='fig4'></figure>")
+    (latest / "book" / "theorem1.html").write_text("<html><head></head><figure id='c-invariant-residual'></figure>")
+    (latest / "book" / "figs2_3.html").write_text("<figure id='fig2a'></figure><p id='c-invariant-residual'></p>")
     book_release.assemble_site(out, latest, zips)
+    kept = (out / "latest" / "book" / "theorem1.html").read_text()  # an anchor it gave away goes to the new page
+    assert '({"fig2a": "../book/figs2_3.html"})[location.hash.slice(1)]' in kept and kept.index("<script>") < kept.index("</head>")
     moved = (out / "latest" / "book" / "theorems3_4.html").read_text()  # its anchor picks the page
     assert '{"c-thm3-relu": "../book/theorem3.html"}' in moved and '|| "../book/theorem4.html"' in moved
     assert 'url=../book/theorem4.html' in moved and "fig4" not in moved
