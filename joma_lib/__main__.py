@@ -11,8 +11,15 @@ import argparse
 import sys
 
 from joma_lib.base.startup import command
-from joma_lib.kit import doctor
 from joma_lib.theory.table1 import cli as table1_cli
+
+
+def _doctor() -> int:
+    """Import the report inside :func:`~joma_lib.base.startup.command`: importing the kit checks the environment,
+    and a bad variable then ends in one ``error:`` line, not a traceback."""
+    from joma_lib.kit import doctor
+
+    return doctor.main()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("doctor", help="report the torch build, CPU, bf16 probe, precision, GPU, threads, data, Hub")
     sub.add_parser("table1", help="the paper's Table 1: train, search, store (python -m joma_lib table1 --help)")
     parser.parse_args(args)
-    return command(doctor.main)
+    return command(_doctor)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ usual faults end a command line in one line."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +86,19 @@ def test_a_command_ends_in_one_line(capsys, fault, code, line):
 
     assert startup.command(body, interrupted="it was kept") == code
     assert capsys.readouterr().err == line + "\n"
+
+
+@pytest.mark.parametrize("command", [["joma_lib", "doctor"], ["joma_lib", "table1", "--config", "quick"],
+                                     ["joma_lib.figures", "list"], ["joma_lib.lm", "status", "--out", "runs"]],
+                         ids=" ".join)
+def test_every_command_line_refuses_a_bad_variable_in_one_line_before_any_work(command, tmp_path):
+    """The package's command lines, each in a fresh process: whatever they import first (the kit checks the
+    environment when it is imported), a bad variable ends as one ``error:`` line and exit code 2."""
+    env = {k: v for k, v in os.environ.items() if k not in startup.ENV_VARS} | {"JOMA_DEVICE": "tpu"}
+    proc = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "error: environment variable JOMA_DEVICE must be one of ['auto', 'cpu', 'cuda'], got 'tpu' "
+        "(allowed: auto, cpu, cuda)"]
+    assert not any(tmp_path.iterdir())  # nothing was made
