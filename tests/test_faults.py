@@ -738,10 +738,10 @@ def _ctrl_c(*_: object, **__: object) -> None:
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("command", ["figures verify", "figures make", "table1", "doctor", "cpu", "rerun figures"])
+@pytest.mark.parametrize("command", ["figures verify", "figures make", "figures sweep", "table1", "doctor", "cpu"])
 def test_ctrl_c_is_one_line_and_exit_code_130_in_every_command_line(refs, tmp_path, monkeypatch, capsys, command):
     import joma_lib.__main__ as doctor_cli
-    import joma_lib.chapters.rerun.figures as rerun_figures
+    import joma_lib.kit.cli as figures_cli
     import joma_lib.theory.table1.cli as table1_cli
     from joma_lib.base import cpu
     from joma_lib.kit import doctor
@@ -751,8 +751,8 @@ def test_ctrl_c_is_one_line_and_exit_code_130_in_every_command_line(refs, tmp_pa
            "table1": (table1_cli, "run_table1", lambda: table1_cli.main(["--config", "quick", "--no-progress"])),
            "doctor": (doctor, "report", lambda: doctor_cli.main(["doctor"])),
            "cpu": (cpu, "bf16_support", lambda: cpu.main([])),
-           "rerun figures": (rerun_figures, "plot_sweep",
-                             lambda: rerun_figures.main([str(tmp_path), "-o", str(tmp_path / "f.png")]))}
+           "figures sweep": (figures_cli, "plot_sweep",
+                             lambda: main(["sweep", str(tmp_path), "-o", str(tmp_path / "f.png")]))}
     owner, name, call = run[command]
     monkeypatch.setattr(owner, name, _ctrl_c)
     if command.startswith("figures"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import joma_lib.lm.sweep as sweep_module
-from joma_lib.chapters.rerun.figures import main as plot_main
+from joma_lib.kit.cli import main as figures_main
 from joma_lib.lm.cli import main
 from joma_lib.lm.runs import load_sweep
 
@@ -26,7 +26,7 @@ def test_command_line_runs_collects_and_plots(tmp_path, tiny_run_data, monkeypat
         assert npz["attn_entropy"].shape == (2, 3, 2) and npz["nlayers"].tolist() == [1, 2]
     data, configs = load_sweep(tmp_path / "runs")
     assert [c.n_layers for c in configs] == [1, 2]
-    assert plot_main([str(tmp_path / "runs"), "--figure", "fig6", "-o", str(tmp_path / "fig6.png")]) == 0
+    assert figures_main(["sweep", str(tmp_path / "runs"), "--figure", "fig6", "-o", str(tmp_path / "fig6.png")]) == 0
     assert (tmp_path / "fig6.png").stat().st_size > 1000
 
 
@@ -74,7 +74,7 @@ def test_unknown_choices_are_refused_by_the_parser(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["run", "--data", "wikitext5", "--out", str(tmp_path)])
     assert exc.value.code == 2
-    assert plot_main([str(tmp_path / "missing"), "-o", str(tmp_path / "x.png")]) == 2
+    assert figures_main(["sweep", str(tmp_path / "missing"), "-o", str(tmp_path / "x.png")]) == 2
 
 
 def test_wikitext_offline_runs_on_the_named_stand_in(tmp_path, monkeypatch, capsys):

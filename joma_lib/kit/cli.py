@@ -13,6 +13,7 @@
     python -m joma_lib.figures cite fig4            # "Cite this figure": BibTeX and plain text
     python -m joma_lib.figures report [ids] --out F # verify + claims + package versions as JSON (a run report)
     python -m joma_lib.figures drift PINNED NEWEST [--issue F]  # compare two run reports; exit 1 on drift
+    python -m joma_lib.figures sweep RUNS --figure fig6|fig8 -o F  # Fig. 6 or 8 drawn from our own LM runs
 
 With no ids, ``make``/``verify``/``update``/``claims`` act on every registered figure (``claims`` also takes
 claim ids). ``verify`` also evaluates each figure's claims on the data it regenerated and fails when a claim
@@ -50,6 +51,8 @@ from joma_lib.kit.harness import (
 from joma_lib.kit.ledger_views import format_table
 from joma_lib.kit.receipts import RECEIPT_SUFFIX, kept_receipt, receipt_text
 from joma_lib.kit.registry import figure_ids, get_spec
+from joma_lib.kit.style import figure_style
+from joma_lib.kit.sweeps import plot_sweep
 from joma_lib.base.io import InputCorruptError, InputUnavailableError, writable_dir
 from joma_lib.lm.precision import PrecisionUnavailableError
 from joma_lib.base.startup import command
@@ -243,6 +246,14 @@ def _cmd_drift(args: argparse.Namespace) -> int:
     return 1 if drift else 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    """Fig. 6 or 8 drawn from our own runs (:func:`~joma_lib.kit.sweeps.plot_sweep`) into ``--output``."""
+    with figure_style():
+        plot_sweep(args.runs, args.figure, args.lr).savefig(args.output, bbox_inches="tight")
+    print(f"wrote {args.output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m joma_lib.figures", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     drift.add_argument("--issue", help="also write the issue text (Markdown) into this file")
     drift.add_argument("--run-url", default="", help="the workflow run, linked from the issue")
     drift.set_defaults(run=_cmd_drift)
+    sweep = sub.add_parser("sweep", help="draw Fig. 6 or Fig. 8 from our own runs, as from the authors' data")
+    sweep.add_argument("runs", help="a run directory (python -m joma_lib.lm run --out) or a collected .npz")
+    sweep.add_argument("--figure", choices=("fig6", "fig8"), default="fig6")
+    sweep.add_argument("--lr", type=float, default=None, help="Fig. 6: the learning rate to show (default: the only one)")
+    sweep.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf)")
+    sweep.set_defaults(run=_cmd_sweep)
     sub.choices["receipt"].add_argument("--from", dest="from_dir", metavar="DIR",
                                         help="a figure store or a page's _generated folder to read the receipt from")
     sub.choices["verify"].add_argument("--require-inputs", action="store_true",

@@ -3,7 +3,8 @@
 Shared by the paper's figures drawn from the authors' runs (:mod:`joma_lib.chapters.wikitext.figures`) and by our own
 re-run (:mod:`joma_lib.chapters.rerun.figures`): any :class:`~joma_lib.lm.authors.SweepRuns` goes through
 :func:`entropy_panels` (one panel per ``(nlayers, lr)`` cell, averaged over seeds) and
-:func:`plot_entropy_panels`. This module declares no figure of its own.
+:func:`plot_entropy_panels`; :func:`plot_sweep` draws Fig. 6 or 8 from any runs of ours (``python -m joma_lib.figures
+sweep``). This module declares no figure of its own.
 """
 
 from __future__ import annotations
@@ -150,3 +151,21 @@ def load_runs(path: str | Path) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as npz:
         return {k: npz[k] for k in npz.files}
 
+
+def plot_sweep(path: str | Path, figure: str = "fig6", lr: float | None = None) -> Figure:
+    """Fig. 6 (all depths at one lr) or Fig. 8 (all lrs of the deepest model) from our runs (a run directory or a
+    collected ``.npz``), drawn as from the authors' (``python -m joma_lib.figures sweep``)."""
+    sweep = SweepRuns.from_arrays(load_runs(path))
+    if figure == "fig6":
+        lrs = sorted(set(sweep.lr.tolist()))
+        if lr is None and len(lrs) > 1:
+            raise ValueError(f"the runs have several learning rates {lrs}; choose one with --lr")
+        chosen = lrs[0] if lr is None else lr
+        cells = [(n, chosen) for n, cell_lr in sweep.configs() if np.isclose(cell_lr, chosen, rtol=1e-6)]
+        if not cells:
+            raise ValueError(f"no run has lr={chosen:g}; available: {lrs}")
+        return plot_fig6(entropy_panels(sweep, cells, source="our runs"))
+    if figure == "fig8":
+        depth = int(sweep.nlayers.max())
+        return plot_fig8(entropy_panels(sweep, [c for c in sweep.configs() if c[0] == depth], source="our runs"))
+    raise ValueError(f"figure must be 'fig6' or 'fig8', got {figure!r}")

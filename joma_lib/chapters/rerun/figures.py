@@ -16,17 +16,13 @@ authors' runs (:mod:`joma_lib.kit.sweeps`), from the same data structure
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, Tolerance
-from joma_lib.kit.style import figure_style
 from joma_lib.kit.sweeps import (
     FULL_RESULTS,
     RESULTS_DIR,
@@ -35,15 +31,12 @@ from joma_lib.kit.sweeps import (
     load_runs,
     panel_summary,
     plot_entropy_panels,
-    plot_fig6,
-    plot_fig8,
 )
 from joma_lib.lm.authors import SweepRuns
 from joma_lib.lm.data import OFFLINE_SOURCES
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.presets import PRESETS, preset_precision, train_preset
 from joma_lib.chapters.rerun.paper import ONLINE_CLAIMS  # noqa: F401  (the ledger finds them here)
-from joma_lib.base.startup import command
 
 NORESET_RESULTS = RESULTS_DIR / "rerun-noreset.npz"
 #: the rebound the re-run page asks of every layer (nats); the Adam-reset claim uses the same bar
@@ -164,43 +157,6 @@ def plot_stable_rank(data: FigureData) -> Figure:
         ax.legend(fontsize=9)
     axes[0].set_ylabel(r"stable rank of $W_1$")
     return fig
-
-
-def plot_sweep(path: str | Path, figure: str = "fig6", lr: float | None = None) -> Figure:
-    """Fig. 6 (all depths at one lr) or Fig. 8 (all lrs of the deepest model) from our runs, as from the authors'."""
-    sweep = SweepRuns.from_arrays(load_runs(path))
-    if figure == "fig6":
-        lrs = sorted(set(sweep.lr.tolist()))
-        if lr is None and len(lrs) > 1:
-            raise ValueError(f"the runs have several learning rates {lrs}; choose one with --lr")
-        chosen = lrs[0] if lr is None else lr
-        cells = [(n, chosen) for n, cell_lr in sweep.configs() if np.isclose(cell_lr, chosen, rtol=1e-6)]
-        if not cells:
-            raise ValueError(f"no run has lr={chosen:g}; available: {lrs}")
-        return plot_fig6(entropy_panels(sweep, cells, source="our runs"))
-    if figure == "fig8":
-        depth = int(sweep.nlayers.max())
-        return plot_fig8(entropy_panels(sweep, [c for c in sweep.configs() if c[0] == depth], source="our runs"))
-    raise ValueError(f"figure must be 'fig6' or 'fig8', got {figure!r}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m joma_lib.chapters.rerun.figures RUNS --figure fig6 -o fig6.png``: draw Fig. 6 or 8 from our runs."""
-    parser = argparse.ArgumentParser(prog="python -m joma_lib.chapters.rerun.figures",
-                                     description="draw Fig. 6 or Fig. 8 from our runs, as from the authors' data")
-    parser.add_argument("out", help="a run directory or a collected .npz")
-    parser.add_argument("--figure", choices=("fig6", "fig8"), default="fig6")
-    parser.add_argument("--lr", type=float, default=None,
-                        help="Fig. 6: the learning rate to show (default: the only one)")
-    parser.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf)")
-    args = parser.parse_args(argv)
-
-    def draw() -> int:
-        with figure_style():
-            plot_sweep(args.out, args.figure, args.lr).savefig(args.output, bbox_inches="tight")
-        print(f"wrote {args.output}")
-        return 0
-    return command(draw, interrupted="nothing was written")
 
 
 def _per_layer(data: FigureData, name: str) -> list[np.ndarray]:
@@ -334,6 +290,3 @@ FIGURES = [
     ),
 ]
 
-
-if __name__ == "__main__":
-    sys.exit(main())
