@@ -40,8 +40,9 @@ from joma_lib.lm.model import (
     sinusoidal_positions,
 )
 
-#: elements of the largest activation (``[R, tokens, vocabulary]``) an evaluation forms at once
-EVAL_ELEMENTS = {"cpu": 2**25, "cuda": 2**28}
+#: elements of the largest activation (``[R, tokens, vocabulary]``) an evaluation forms at once; on a CPU few
+#: enough to stay in cache (measured: 4M elements at a time evaluate ~20% faster than 32M)
+EVAL_ELEMENTS = {"cpu": 2**22, "cuda": 2**28}
 
 
 class MaskSource(Protocol):
