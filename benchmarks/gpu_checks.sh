@@ -50,7 +50,7 @@ cap() { local l; l=$(( $(left) - 20 )); [ "$1" -lt "$l" ] && echo "$1" || echo "
 # the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log)
 lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision auto --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
-table1_runs="$PY -m joma_lib.theory.table1 --config full --stack --tf32 --device cuda --no-progress --out $state/runs/table1 \
+table1_runs="$PY -m joma_lib table1 --config full --stack --tf32 --device cuda --no-progress --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
@@ -71,7 +71,7 @@ if [ "$dry_run" = 1 ]; then
   else echo "  wheels: no .whl/ (run \`make wheelhouse\` where a package index answers, and carry .whl)"; fi
   lm_help=$($PY -m joma_lib.lm run --help) || { echo "  PROBLEM: joma_lib.lm run --help fails"; problems=1; }
   grep -q -- "--stack" <<< "$lm_help" || { echo "  PROBLEM: lm run has no --stack"; problems=1; }
-  $PY -m joma_lib.theory.table1 --help | grep -q -- "--stack" || echo "  note: joma_lib.theory.table1 has no --stack: Table 1 is skipped"
+  $PY -m joma_lib table1 --help | grep -q -- "--stack" || echo "  note: python -m joma_lib table1 has no --stack: Table 1 is skipped"
   [ -f benchmarks/bench_lm_stack.py ] || { echo "  PROBLEM: benchmarks/bench_lm_stack.py is missing"; problems=1; }
   for s in "${steps[@]}"; do
     IFS='|' read -r name seconds command <<< "$s"

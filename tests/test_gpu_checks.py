@@ -23,6 +23,7 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
                 env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PROBLEM" not in done.stdout
+    assert "skipped" not in done.stdout, done.stdout  # every command the plan names runs here (a moved one would not)
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
     assert names == ["bench-lm", "bench-table1", "verify", "tests-gpu", "tests", "paper-lm", "paper-table1"]
     assert "--preset paper paper-lr --stack --max-vocab 33278" in done.stdout
