@@ -20,7 +20,7 @@ from joma_lib.theory.latent_tree import (
     attention_from_association,
     cla_height_matrix,
 )
-from joma_lib.theory.softmax_dynamics import row_entropy
+from joma_lib.theory.softmax_dynamics import entropy_drop_and_rise, row_entropy
 from joma_lib.base.validation import check_float, check_int
 
 
@@ -39,7 +39,7 @@ class QueryRun(NamedTuple):
     @property
     def dip(self) -> float:
         """How far the entropy falls below its start (nats): the depth of the sparse phase."""
-        return float(self.entropy[0] - self.entropy.min())
+        return entropy_drop_and_rise(self.entropy)[0]
 
 
 def query_times(t_max: float, n_times: int) -> np.ndarray:
