@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from joma_lib.base.device import pinned_threads, resolve_device
+from joma_lib.base.memory import keep_freed_memory
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.model import TransformerLM
@@ -151,6 +152,7 @@ def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str =
         results = {c.name: finished_result(out / c.name / "result.npz", c) for c in configs}
         pending = [c for c in configs if results[c.name] is None]
         if pending:
+            keep_freed_memory()
             dev = resolve_device(device)
             if data is None:
                 data = load_lm_data(pending[0].data, pending[0].batch_size, pending[0].eval_batch_size,

@@ -206,9 +206,12 @@ class StackedLM:
         Their sum is the loss to differentiate: the runs share no parameter, so the gradient of the sum with
         respect to run ``r``'s parameters is the gradient of run ``r``'s own loss.
         """
-        h = self.hidden(tokens, training=True)[0]
-        weight, bias, y = self.params["decoder.weight"], self.params["decoder.bias"], targets.reshape(-1)
-        return torch.stack([read_out_loss(h[r], weight[r], bias[r], y) for r in range(self.n_runs)])
+        # unbind, not indexing: the backward of R slices h[r] is R zero-filled [R, ...] gradients summed (the
+        # decoder's is [R, V, d]: ~12% of a CPU step), that of unbind one stack of the R slices' gradients
+        y = targets.reshape(-1)
+        runs = zip(self.hidden(tokens, training=True)[0].unbind(), self.params["decoder.weight"].unbind(),
+                   self.params["decoder.bias"].unbind(), strict=True)
+        return torch.stack([read_out_loss(h, weight, bias, y) for h, weight, bias in runs])
 
     def _param_dtype(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` in the parameters' dtype (the loss of bf16 logits is taken in fp32)."""

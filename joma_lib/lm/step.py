@@ -19,6 +19,7 @@ import torch
 
 from joma_lib.base.cpu import onednn_isa_limit
 from joma_lib.base.device import pinned_threads, resolve_device
+from joma_lib.base.memory import keep_freed_memory
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig, same_config
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
@@ -128,6 +129,7 @@ def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progres
     finished = finished_result(run_dir / "result.npz", cfg)
     if finished is not None:  # reading a finished run takes no lock: its folder may be read-only
         return finished
+    keep_freed_memory()
     with run_lock(run_dir), pinned_threads(threads):
         return _train_locked(cfg, run_dir, device, progress, data, stop_at, threads)
 

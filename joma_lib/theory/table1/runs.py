@@ -16,6 +16,7 @@ import numpy as np
 from joma_lib.base.io import atomic_paths
 from joma_lib.theory.table1.model import TABLE1_SETTINGS, RunResult, Setting, Table1Config, train_and_score
 from joma_lib.base.validation import as_finite_array
+from joma_lib.base.memory import keep_freed_memory
 
 PAPER_DATA_QUICK = Table1Config(d_model=32, d_hidden=128, steps=300, batch_size=32, lr=3e-3, n_test=1024,
                                  cpu_threads=1, seeds=(1, 2, 3))
@@ -107,6 +108,7 @@ def seed_std(values: np.ndarray, axis: int | None = None) -> np.ndarray:
 def run_table1(config: Table1Config, device: str | None = None, progress: bool = False) -> Table1Result:
     """Train and score every (setting, seed) of ``config``, with real and with shuffled labels: the whole Table 1."""
     n_levels(config)
+    keep_freed_memory()
     return table_of(config, train_runs(config, device, progress))
 
 

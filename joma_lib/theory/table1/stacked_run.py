@@ -50,6 +50,7 @@ from joma_lib.theory.table1.stacked import (
     unstack,
 )
 from joma_lib.base.validation import check_int
+from joma_lib.base.memory import keep_freed_memory
 
 RESULT = "table1.npz"
 LOSSES = "losses.npy"
@@ -97,6 +98,7 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
         for stale in out.glob(".stack-*.pt.*"):
             stale.unlink()
     results: dict[RunKey, RunResult] = {}
+    keep_freed_memory()
     with numerics(config, dev):
         for number, first in enumerate(range(0, len(runs), size)):
             stack = runs[first:first + size]
