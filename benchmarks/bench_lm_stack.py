@@ -29,11 +29,10 @@ from pathlib import Path
 import torch
 
 from bench_lm_step import BaselineLM, baseline_step, time_alternately
-from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
+from joma_lib.kit.benchmarks import CLOCKS, add_allocator_option, apply_allocator, median_ms, results_path, save_results
 from joma_lib.lm.model import TransformerLM, causal_mask
 from joma_lib.lm.precision import candidates
 from joma_lib.base.device import pinned_threads
-from joma_lib.base.memory import keep_freed_memory
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import StackedLM, mask_source
 from joma_lib.lm.step import make_optimizer, train_step
@@ -98,15 +97,16 @@ def main() -> None:
     p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")
     p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
     p.add_argument("--no-write", action="store_true")
+    add_allocator_option(p)
     args = p.parse_args()
     results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    kept = keep_freed_memory()  # as the runners train (joma_lib.base.memory), for every step timed here
+    allocator = apply_allocator(args.allocator)  # for every step timed here
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, {device}{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
           f", {torch.get_num_threads()} CPU threads, vocab {args.vocab}, 20 x 35 tokens, median of {args.repeats}, "
-          f"freed memory {'kept' if kept else 'returned (the C library is not glibc)'}")
+          f"allocator {allocator}")
     print(f"{'layers':>6} {'R':>3} {'authors':>8} {'ours':>7} {'one run (best)':>18} {'stack/run (best)':>20} "
           f"{'authors/one':>11} {'authors/stacked':>15}")
     rows, projected = [], 0.0
@@ -134,7 +134,7 @@ def main() -> None:
         print(f"projected paper sweep (30 runs x {PAPER_STEPS} steps, training only): {projected / 60:.1f} minutes")
     if not args.no_write:
         save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()} |
-                                         {"threads_used": torch.get_num_threads(), "freed_memory_kept": kept}, "rows": rows,
+                                         {"threads_used": torch.get_num_threads(), "allocator": allocator}, "rows": rows,
                                          "projected_paper_sweep_s": projected if projected else None},
                      folder=args.out)
 

@@ -39,8 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from joma_lib.base.cpu import bf16_support
-from joma_lib.base.memory import keep_freed_memory
-from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
+from joma_lib.kit.benchmarks import CLOCKS, add_allocator_option, apply_allocator, median_ms, results_path, save_results
 from joma_lib.lm.model import PostLNLayer, TransformerLM, bits_dropout, causal_mask
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.step import make_optimizer, run_precision, train_step
@@ -198,19 +197,20 @@ def main() -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--results-name", default="lm_step", help="store as joma_lib/kit/benchmark_results/<this>.json")
     p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/kit/benchmark_results/")
+    add_allocator_option(p)
     args = p.parse_args()
     results_path(args.results_name)  # a bad name fails now, not after the measurements
     if not bf16_support().usable:  # before any bf16 operation (joma_lib.base.cpu)
         raise SystemExit(f"this benchmark compares fp32 with bf16, and {bf16_support().summary()}")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    kept = keep_freed_memory()  # as the runners train (joma_lib.base.memory), for every step timed here
+    allocator = apply_allocator(args.allocator)  # for every step timed here
     devices = [torch.device("cpu")] if args.device != "cuda" else []
     if args.device in ("auto", "cuda") and torch.cuda.is_available():
         devices.append(torch.device("cuda"))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, vocab {args.vocab}, "
           f"batch {args.batch} x {args.seq} tokens, median of {args.repeats} alternating steps, {args.clock} clock, "
-          f"freed memory {'kept' if kept else 'returned (the C library is not glibc)'}")
+          f"allocator {allocator}")
     dropout = {}
     if devices and devices[0].type == "cpu":  # the model draws its own masks on the CPU only
         dropout["cpu"] = dropout_ms(devices[0], (args.batch, args.seq, 200), args.clock)
@@ -240,7 +240,7 @@ def main() -> None:
                   f"{row['ratio_fp32']:>9.2f}x {row['ratio_bf16']:>9.2f}x {auto:>15} / {row['faster']}", flush=True)
     if not args.no_write:
         save_results(args.results_name, {"settings": {k: v for k, v in vars(args).items() if k != "no_write"} |
-                                 {"threads_used": torch.get_num_threads(), "freed_memory_kept": kept}, "rows": rows,
+                                 {"threads_used": torch.get_num_threads(), "allocator": allocator}, "rows": rows,
                                  "dropout_ms": dropout})
 
 

@@ -3,11 +3,13 @@
 Every script in ``benchmarks/`` prints its table and stores its numbers with :func:`save_results` (atomically, with
 the date and the machine they were measured on); the book's Performance page reads them back with
 :func:`load_results`. This module is the only code that knows where the files live. The timing helpers the
-scripts share (:data:`CLOCKS`, :func:`median_ms`) are here too.
+scripts share (:data:`CLOCKS`, :func:`median_ms`) are here too, and the allocator choice of the scripts that time
+training steps (:func:`add_allocator_option`).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -21,12 +23,32 @@ from typing import Any
 
 from joma_lib.base.cpu import cpu_identity
 from joma_lib.base.io import atomic_path
+from joma_lib.base.memory import keep_freed_memory
 
 RESULTS_DIR = Path(__file__).resolve().parent / "benchmark_results"
 """Where the results live: shipped with the package (``[tool.setuptools.package-data]``)."""
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "process": time.process_time}
 """The two clocks a benchmark may time with: wall clock and this process's CPU time."""
 _NAME = re.compile(r"[a-z0-9][a-z0-9_]*")
+
+
+ALLOCATORS = {"kept": "freed memory kept for the next step, as the runners train (joma_lib.base.memory)",
+              "system": "the C library's defaults, as the authors' script runs"}
+"""How the steps a benchmark times get their memory (one choice for every step of the process)."""
+
+
+def add_allocator_option(parser: argparse.ArgumentParser) -> None:
+    """``--allocator kept|system`` (default kept): see :data:`ALLOCATORS`."""
+    parser.add_argument("--allocator", choices=sorted(ALLOCATORS), default="kept",
+                        help="; ".join(f"{k}: {v}" for k, v in ALLOCATORS.items()) + " (default kept)")
+
+
+def apply_allocator(choice: str) -> str:
+    """Set the process's allocator to ``choice`` (of :data:`ALLOCATORS`) before anything is timed; returns the one in
+    effect, in words (``kept`` falls back to ``system`` where the C library is not glibc)."""
+    if choice not in ALLOCATORS:
+        raise ValueError(f"allocator must be one of {', '.join(sorted(ALLOCATORS))}, got {choice!r}")
+    return "kept" if choice == "kept" and keep_freed_memory() else "system"
 
 
 def median_ms(times: list[float]) -> float:
