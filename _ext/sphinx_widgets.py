@@ -1,6 +1,6 @@
 """Sphinx extension: no ipywidgets state or JavaScript on the book's pages.
 
-The book shows each widget panel as a static picture (see :mod:`joma_lib.kit.fallback` and
+The book shows each widget as a static picture (see :mod:`joma_lib.kit.fallback` and
 ``nb_mime_priority_overrides`` in ``_config.yml``), so the widgets' embedded state (megabytes of
 JSON, PNGs included) and the widget manager scripts are dead weight, and the scripts would come
 from CDNs. myst-nb registers them per page (keys ``ipywidgets_state`` and ``ipywidgets_<i>``);

@@ -1,7 +1,7 @@
 """Redraw time of the Theorem 1 widget (target: a median under 100 ms per redraw).
 
-Prints, for every attention kind, the median over ``--repeats`` runs of the panel's simulation (the numpy
-engine), of the same simulation on the torch reference engine, and of a full redraw of the panel
+Prints, for every attention kind, the median over ``--repeats`` runs of the widget's simulation (the numpy
+engine), of the same simulation on the torch reference engine, and of a full redraw of the widget
 (``LiveWidget.update``: simulation + drawing + PNG encoding into the image widget), each as wall clock and the
 process's CPU time side by side (the latter is what a loaded, shared machine changes least). The three take
 turns within each repeat, so a load that comes and goes slows them alike. Each timed redraw changes a control
@@ -46,22 +46,22 @@ def main() -> None:
     p.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/kit/benchmark_results/")
     args = p.parse_args()
     torch.set_num_threads(1)
-    panel = theorem1_live_widget()  # builds the figure and draws once (warm-up)
+    widget = theorem1_live_widget()  # builds the figure and draws once (warm-up)
     toy_check(steps=2)  # first torch call
     print(f"{'attention':<10} {'simulate, torch':>16} {'simulate, numpy':>16} {'full redraw':>14}   "
           "(median wall / CPU ms)")
     rows = {}
     for attention in ATTENTIONS:
         def redraw(repeat: int, attention: str = attention) -> float:
-            return panel.update(attention=attention, phi=PHI, lr_ratio=LR_RATIO, seed=1 + repeat % 2)
+            return widget.update(attention=attention, phi=PHI, lr_ratio=LR_RATIO, seed=1 + repeat % 2)
 
         rows[attention] = timed({
             "simulate_torch": lambda _, a=attention: toy_check(a, PHI, 1, steps=150, lr_ratio=LR_RATIO),
             "simulate": lambda _, a=attention: simulate(a, PHI, LR_RATIO, 1),
             "redraw": redraw,
         }, args.repeats)
-        if panel.error is not None:
-            raise RuntimeError(f"the panel refused a redraw: {panel.error}")
+        if widget.error is not None:
+            raise RuntimeError(f"the widget refused a redraw: {widget.error}")
         print(f"{attention:<10}" + "".join(f"{rows[attention][k]['wall_ms']:>9.0f} / {rows[attention][k]['cpu_ms']:>4.0f}"
                                            for k in ("simulate_torch", "simulate", "redraw")))
     if not args.no_write:

@@ -84,7 +84,7 @@ def test_block_train_refuses_nan_weights_and_reports_divergence():
     (lambda: __import__("joma_lib.theory.latent_tree").theory.latent_tree.HBLT(depth=0), "depth"),
 ])
 def test_what_the_widgets_call_refuses_values_it_cannot_honour(call, message):
-    """The widgets' computations raise instead of silently changing a value (the panels show the message)."""
+    """The widgets' computations raise instead of silently changing a value (the widgets show the message)."""
     with pytest.raises(ValueError, match=message):
         call()
 
@@ -141,7 +141,7 @@ def test_the_second_probe_gets_clear_errors(case):
         call()
 
 
-@pytest.mark.parametrize("panel, bad, message, good", [
+@pytest.mark.parametrize("widget, bad, message, good", [
     ("theorem4.ModifiedMLPWidget", {"temperature": 0}, r"temperature must be in \[0.25, 10\], got 0",
      {"temperature": 2.0}),
     ("theorem4.ModifiedMLPWidget", {"n": -3}, r"n must be in \[2, 30\], got -3", {"n": 12}),
@@ -153,9 +153,9 @@ def test_the_second_probe_gets_clear_errors(case):
     ("theorem3.RestingPointWidget", {"sigma": 0}, r"sigma must be in \[0.05, 0.5\], got 0",
      {"sigma": 0.3, "n_starts": 2, "t_max": 10.0}),
 ])
-def test_panels_refuse_initial_values_instead_of_clamping_them(panel, bad, message, good):
+def test_widgets_refuse_initial_values_instead_of_clamping_them(widget, bad, message, good):
     """ipywidgets would clamp ``temperature=0`` to the slider's 0.25 (silent) or raise a TraitError (deep)."""
-    module, name = panel.split(".")
+    module, name = widget.split(".")
     make = getattr(importlib.import_module(f"joma_lib.chapters.{module}.widget"), name)
     with pytest.raises(ValueError, match=message):
         make(**bad)

@@ -483,7 +483,7 @@ def test_every_explorer_control_can_be_clicked(page, width, browser):
 
 # The smallest figure text of each shown picture, in CSS px: the PNG records its smallest text's height in its own
 # pixels (joma_lib.kit.phone.TEXT_PX_KEY); the browser scales the picture it chose to its displayed width.
-# Registry figures (<figure id>) and the pictures of widget panels (.joma-widget-static, inline data URIs).
+# Registry figures (<figure id>) and the pictures of widgets (.joma-widget-static, inline data URIs).
 def _png_text(src: str) -> dict[str, str]:
     """The text chunks of the PNG at ``src`` (a file:// URL or a data URI)."""
     import base64

@@ -1,5 +1,5 @@
 """The Theorem 3 chapter (joma_lib.chapters.theorem3): its figures' data, the resting points of its two-cluster toy,
-the answers its exercises quote and its panel."""
+the answers its exercises quote and its widget."""
 
 from __future__ import annotations
 
@@ -74,16 +74,16 @@ def test_the_fixed_point_iteration_finds_the_resting_point_near_a_centre(figures
     assert abs(rest.mu[0] - (rest.share + rest.noise)) < 2e-3  # the page's account of mu_1 < 1
 
 
-def test_the_panel_at_the_page_settings_ends_where_the_portrait_does(figures_by_id):
+def test_the_widget_at_the_page_settings_ends_where_the_portrait_does(figures_by_id):
     d = figures_by_id["c-thm3-portrait"]
     view = resting_points()
     np.testing.assert_allclose(view.traj[-1], d["final_relu"], atol=1e-8)  # the figure's flow, not a copy of it
     assert view.kinds == ("centre 1",) * 4 + ("mixed",) + ("centre 2",) * 4
     assert [k.startswith("centre") for k in view.kinds] == list(d["cos_relu"] > 0.99)
     np.testing.assert_allclose(view.traj[-1, 4], d["mixed_rest"], atol=1e-6)
-    panel = RestingPointWidget()
-    assert panel.error is None and "centre 1 \u2190 3\u00b0, 13\u00b0, 24\u00b0, 34\u00b0 | mixed \u2190 45\u00b0" in \
-        panel.status.value
+    widget = RestingPointWidget()
+    assert widget.error is None and "centre 1 \u2190 3\u00b0, 13\u00b0, 24\u00b0, 34\u00b0 | mixed \u2190 45\u00b0" in \
+        widget.status.value
 
 
 @pytest.mark.parametrize(("values", "kinds"), [
@@ -93,7 +93,7 @@ def test_the_panel_at_the_page_settings_ends_where_the_portrait_does(figures_by_
     ({"sigma": 0.5}, {"mixed"}),                                    # a wide spread: no start chooses
     ({"weight_decay": 0.1, "t_max": 10.0}, {"still moving"}),
 ])
-def test_what_the_page_says_to_try_with_the_panel(values, kinds):
+def test_what_the_page_says_to_try_with_the_widget(values, kinds):
     assert set(resting_points(**values).kinds) == kinds
 
 
@@ -110,7 +110,7 @@ def test_the_mixed_point_loses_its_basin_before_the_centres():
     ({"n_starts": 16}, r"n_starts must be an integer in \[2, 15\], got 16"),
     ({"t_max": 1e9}, r"t_max must be in \[10, 200\], got 1000000000.0"),
 ])
-def test_the_panel_refuses_what_it_cannot_honour_before_any_work(monkeypatch, values, message):
+def test_the_widget_refuses_what_it_cannot_honour_before_any_work(monkeypatch, values, message):
     def no_work(*args, **kwargs):
         raise AssertionError("the flow ran before the arguments were checked")
 

@@ -24,33 +24,33 @@ def test_matches_reference_and_draws(figures_by_id, fig_id, drawn_like_reference
     drawn_like_reference(fig_id, figures_by_id[fig_id])
 
 
-def test_panel_redraws_on_control_changes():
-    explorer = ModifiedMLPWidget(n_steps=1000)
-    first = explorer.image.value
+def test_widget_redraws_on_control_changes():
+    widget = ModifiedMLPWidget(n_steps=1000)
+    first = widget.image.value
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
-    explorer.controls["temperature"].value = 1.0       # an observed change triggers a redraw
-    assert explorer.image.value != first
-    ms = explorer.update(nonlinear=False, n=5)
-    assert ms > 0 and len(explorer.drawing.v_lines) == 5
-    assert not any(line.get_visible() for line in explorer.drawing.mu_lines)  # no targets in the linear case
-    x, y = explorer.drawing.entropy_line.get_data()
+    widget.controls["temperature"].value = 1.0       # an observed change triggers a redraw
+    assert widget.image.value != first
+    ms = widget.update(nonlinear=False, n=5)
+    assert ms > 0 and len(widget.drawing.v_lines) == 5
+    assert not any(line.get_visible() for line in widget.drawing.mu_lines)  # no targets in the linear case
+    x, y = widget.drawing.entropy_line.get_data()
     assert x[-1] == 1000 and y[-1] < 0.3                # most salient takes all
-    assert "entropy: start" in explorer.status.value
+    assert "entropy: start" in widget.status.value
 
 
-def test_panel_matches_library_run():
-    explorer = ModifiedMLPWidget(n_steps=500)
-    steps, v0 = explorer.drawing.v_lines[-1].get_data()
+def test_widget_matches_library_run():
+    widget = ModifiedMLPWidget(n_steps=500)
+    steps, v0 = widget.drawing.v_lines[-1].get_data()
     from joma_lib.theory.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
     run = simulate_softmax_attention(fig4_mu(), n_steps=500)
     np.testing.assert_allclose(v0, run.v[steps, -1], rtol=1e-12)
 
 
-def test_panel_rejects_unknown_controls_and_builds_widget():
-    explorer = ModifiedMLPWidget(n_steps=200)
+def test_widget_rejects_unknown_controls_and_builds_its_ipywidget():
+    widget = ModifiedMLPWidget(n_steps=200)
     with pytest.raises(ValueError, match="unknown controls"):
-        explorer.update(colour="red")
+        widget.update(colour="red")
     assert modified_mlp_widget(n_steps=200).children
 
 

@@ -211,6 +211,6 @@ def test_add_an_attention_kind(monkeypatch, theorem1_holds):
     for name, kind in kinds.items():
         monkeypatch.setitem(ATTENTION_KINDS, name, kind)
     theorem1_holds("exp2")  # Theorem 1 holds for it
-    panel = theorem1_live_widget()
-    assert "exp2" in panel.controls["attention"].options  # the widget's menu lists it
-    assert panel.update(attention="exp2") > 0.0 and panel.error is None  # and runs it (torch engine: no score)
+    widget = theorem1_live_widget()
+    assert "exp2" in widget.controls["attention"].options  # the widget's menu lists it
+    assert widget.update(attention="exp2") > 0.0 and widget.error is None  # and runs it (torch engine: no score)

@@ -1,7 +1,7 @@
 """Property-based fuzz of the public API: hostile arguments give a clear error, never garbage.
 
 For each public function family (the theory modules, ``lm.data``/``lm.metrics``/``lm.runs``, the language
-model's ``forward``/``loss``, the widgets' panels) every argument is drawn either from its valid range or from a
+model's ``forward``/``loss``, the widgets) every argument is drawn either from its valid range or from a
 list of hostile values (NaN, inf, tiny and huge numbers, numbers given as text, negative, zero or huge sizes, empty
 or wrongly shaped arrays, token ids outside the vocabulary, wrong dtypes and types, callbacks that return NaN or the
 wrong shape). Every call must either return finite numbers or raise
@@ -98,7 +98,7 @@ RHS: dict[str, Callable[..., Any]] = {"decay": lambda y, rows: -y, "nan": lambda
 
 
 def _widget(make: Callable[..., Any]) -> Callable[..., Any]:
-    """A panel built with ``kwargs`` as its initial values (the result: its current control values)."""
+    """A widget built with ``kwargs`` as its initial values (the result: its current control values)."""
     return lambda **kwargs: make(**kwargs).values
 
 
@@ -211,7 +211,7 @@ def _pinned(threads: Any) -> int:
     with device_module.pinned_threads(threads):
         return torch.get_num_threads()
 
-#: the widgets' panels, built with hostile initial values (needs ipywidgets: imported lazily)
+#: the widgets, built with hostile initial values (needs ipywidgets: imported lazily)
 WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
     "widgets.theorem4.ModifiedMLPWidget": ("joma_lib.chapters.theorem4.widget", "ModifiedMLPWidget", {
         "n": _int(2, 30), "temperature": _num(0.25, 10), "eta": _num(0.005, 0.1), "n_steps": _int(100, 300),

@@ -1,4 +1,4 @@
-"""The one widget API (joma_lib.kit.widget): every panel reports values it cannot honour in the panel and
+"""The one widget API (joma_lib.kit.widget): every widget reports values it cannot honour in its status line and
 recovers on the next valid input."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from joma_lib.chapters.theorem4.widget import ModifiedMLPWidget, simulate_profil
 
 torch.set_num_threads(1)
 
-PANELS = {
+WIDGETS = {
     "theorem1": lambda: theorem1_live_widget(attention="linear", phi="identity"),
     "theorem3": lambda: RestingPointWidget(n_starts=3, t_max=20.0),
     "theorem4": lambda: ModifiedMLPWidget(n_steps=200),
     "hierarchy": lambda: CooccurrenceWidget(depth=6),
 }
 
-# (panel, bad values, words the message must contain, good values that must redraw afterwards)
+# (widget, bad values, words the message must contain, good values that must redraw afterwards)
 CASES = [
     ("theorem4", {"eta": math.nan}, ["eta", "finite"], {"eta": 0.05}),
     ("theorem4", {"temperature": 0.0}, ["temperature", "0.25"], {"temperature": 1.0}),
@@ -40,45 +40,45 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def panels() -> dict[str, LiveWidget]:
-    return {name: build() for name, build in PANELS.items()}
+def live_widgets() -> dict[str, LiveWidget]:
+    return {name: build() for name, build in WIDGETS.items()}
 
 
-@pytest.mark.parametrize("name", PANELS)
-def test_every_panel_draws_on_creation(panels, name):
-    panel = panels[name]
-    assert isinstance(panel, LiveWidget) and panel.error is None
-    assert panel.image.value[:8] == b"\x89PNG\r\n\x1a\n"
-    assert panel.widget.children and panel.status.value
+@pytest.mark.parametrize("name", WIDGETS)
+def test_every_widget_draws_on_creation(live_widgets, name):
+    widget = live_widgets[name]
+    assert isinstance(widget, LiveWidget) and widget.error is None
+    assert widget.image.value[:8] == b"\x89PNG\r\n\x1a\n"
+    assert widget.widget.children and widget.status.value
 
 
 @pytest.mark.parametrize(("name", "bad", "words", "good"), CASES)
-def test_bad_values_are_reported_in_the_panel_and_it_recovers(panels, name, bad, words, good):
-    panel = panels[name]
-    before_image, before_values = panel.image.value, panel.values
-    assert panel.update(**bad) == 0.0
-    assert panel.error is not None and all(word in panel.status.value for word in words), panel.status.value
-    assert panel.image.value == before_image  # the last good drawing stays
+def test_bad_values_are_reported_in_the_widget_and_it_recovers(live_widgets, name, bad, words, good):
+    widget = live_widgets[name]
+    before_image, before_values = widget.image.value, widget.values
+    assert widget.update(**bad) == 0.0
+    assert widget.error is not None and all(word in widget.status.value for word in words), widget.status.value
+    assert widget.image.value == before_image  # the last good drawing stays
     if name != "theorem4" or "low" not in bad:  # the low/high pair is settable; the computation refuses it
-        assert panel.values == before_values
-    assert panel.update(**good) > 0.0
-    assert panel.error is None and "color:#b00" not in panel.status.value
-    assert all(panel.values[k] == v for k, v in good.items())
+        assert widget.values == before_values
+    assert widget.update(**good) > 0.0
+    assert widget.error is None and "color:#b00" not in widget.status.value
+    assert all(widget.values[k] == v for k, v in good.items())
 
 
-def test_a_control_change_the_computation_refuses_does_not_raise(panels):
-    panel = panels["theorem4"]
-    panel.update(low=1.0, high=4.0)
-    panel.controls["low"].value = 4.0
-    panel.controls["high"].value = 2.0  # observed change: low > high
-    assert panel.error is not None and "high" in panel.status.value
-    panel.controls["high"].value = 5.0
-    assert panel.error is None
+def test_a_control_change_the_computation_refuses_does_not_raise(live_widgets):
+    widget = live_widgets["theorem4"]
+    widget.update(low=1.0, high=4.0)
+    widget.controls["low"].value = 4.0
+    widget.controls["high"].value = 2.0  # observed change: low > high
+    assert widget.error is not None and "high" in widget.status.value
+    widget.controls["high"].value = 5.0
+    assert widget.error is None
 
 
-def test_unknown_control_names_are_a_programming_error(panels):
+def test_unknown_control_names_are_a_programming_error(live_widgets):
     with pytest.raises(ValueError, match="unknown controls"):
-        panels["hierarchy"].update(colour="red")
+        live_widgets["hierarchy"].update(colour="red")
 
 
 def test_compute_functions_raise_value_errors_naming_the_parameter():

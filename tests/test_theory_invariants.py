@@ -134,7 +134,7 @@ def test_widget_simulation_and_errors():
                          ({"attention": "cosine"}, "attention"), ({"seed": -1}, "seed")]:
         with pytest.raises(ValueError, match=name):
             simulate(**kwargs)
-    assert theorem1_widget().children  # the panel of the page builds (its behaviour: tests/test_widgets.py)
+    assert theorem1_widget().children  # the page's widget builds (its behaviour: tests/test_chapters_theorem1.py)
 
 
 def test_mean_attention_at_uniform_logits_is_mean_bag():

@@ -3,10 +3,10 @@
 A :class:`LiveWidget` owns named ipywidgets controls. On every change it calls ``compute(**values)`` (a plain
 library function whose keyword arguments are the control names), then ``draw(result, values)`` (returns a
 matplotlib Figure), encodes the figure as PNG into an image widget and writes ``summary(result, values)``
-into a status line. A value the panel cannot honour (outside a control's range, not finite, or refused by
+into a status line. A value the widget cannot honour (outside a control's range, not finite, or refused by
 ``compute`` with a ValueError) is reported in the status line, the last good image stays, and the next valid
 value redraws normally. Compute and draw functions stay plain functions, testable and usable without
-ipywidgets; the panel needs a live kernel to react (on a static page it shows its first drawing).
+ipywidgets; the widget needs a live kernel to react (on a static page it shows its first drawing).
 """
 
 from __future__ import annotations
@@ -38,11 +38,12 @@ def figure_png(figure: Figure, dpi: float = 80, metadata: Mapping[str, str] | No
 
 
 class LiveWidgetBox(widgets.HBox):
-    """The box a :class:`LiveWidget` shows (:attr:`LiveWidget.widget`); ``panel`` leads back to it (see ``fallback``)."""
+    """The box a :class:`LiveWidget` shows (:attr:`LiveWidget.widget`); ``live_widget`` leads back to it (see
+    ``fallback``)."""
 
-    def __init__(self, panel: LiveWidget, children: list[widgets.Widget]) -> None:
+    def __init__(self, live_widget: LiveWidget, children: list[widgets.Widget]) -> None:
         super().__init__(children)
-        self.panel = panel
+        self.live_widget = live_widget
 
 
 def control_error(name: str, control: widgets.ValueWidget, value: Any) -> str | None:

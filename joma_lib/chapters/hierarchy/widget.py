@@ -1,10 +1,10 @@
-"""Live-kernel explorer of Theorem 5: co-occurrence in the latent tree against the paper's 1 - H/L.
+"""Live-kernel widget of Theorem 5: co-occurrence in the latent tree against the paper's 1 - H/L.
 
 The reader sets the height ``L`` of the tree, the polarity ``rho`` (or ties it to ``1 - 1/L``),
 the channel (symmetric or "inheritance") and the height ``H`` of the common ancestor to
 highlight. Each change recomputes the exact co-occurrence by message passing
 (:func:`cooccurrence_view`, from :func:`joma_lib.theory.latent_tree.cooccurrence_exact`) for every ``H`` and redraws
-a persistent figure (:class:`CooccurrenceDrawing`) into a PNG image widget, through the one panel API
+a persistent figure (:class:`CooccurrenceDrawing`) into a PNG image widget, through the one widget API
 (:class:`joma_lib.kit.widget.LiveWidget`).
 """
 
@@ -40,7 +40,7 @@ class CooccurrenceView(NamedTuple):
 
 def cooccurrence_view(depth: int = 8, tie_rho: bool = True, rho: float = 0.875, channel: str = next(iter(CHANNELS)),
                       height: int = 2) -> CooccurrenceView:
-    """The panel's computation: the exact co-occurrence for every height and ``1 - H/L`` (Theorem 5).
+    """The widget's computation: the exact co-occurrence for every height and ``1 - H/L`` (Theorem 5).
 
     ``tie_rho`` uses ``rho = 1 - 1/L``; ValueError (naming the parameter) for a value it cannot honour.
     """
@@ -80,7 +80,7 @@ class CooccurrenceDrawing:
 
 
 class CooccurrenceWidget(LiveWidget):
-    """The Theorem 5 panel: its controls -> :func:`cooccurrence_view` -> :class:`CooccurrenceDrawing`."""
+    """The Theorem 5 widget: its controls -> :func:`cooccurrence_view` -> :class:`CooccurrenceDrawing`."""
 
     def __init__(self, depth: int = 8, rho: float = 0.875, tie_rho: bool = True, height: int = 2) -> None:
         style = {"description_width": "10em"}
@@ -109,5 +109,5 @@ class CooccurrenceWidget(LiveWidget):
 
 
 def cooccurrence_widget(**kwargs: Any) -> widgets.Widget:
-    """The explorer panel for a notebook cell (needs a live kernel to react)."""
+    """The widget for a notebook cell (needs a live kernel to react)."""
     return CooccurrenceWidget(**kwargs).widget

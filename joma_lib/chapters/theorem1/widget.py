@@ -41,7 +41,7 @@ def simulate(attention: str = "exp", phi: str = "relu", lr_ratio: float = 1.0, s
 
 
 def check_title(data: dict[str, np.ndarray], values: dict[str, Any]) -> str:
-    """The panel's title: the settings and the final residual."""
+    """The drawing's title: the settings and the final residual."""
     return (f"{values['attention']} attention, phi = {values['phi']}, eta_z/eta_w = {values['lr_ratio']:g}, "
             f"seed {values['seed']}: final residual {data['residual'][-1]:.1e}")
 
@@ -95,8 +95,8 @@ class CheckDrawing:
 
 
 def theorem1_live_widget(attention: str = "exp", phi: str = "relu", lr_ratio: float = 1.0, seed: int = 0) -> LiveWidget:
-    """The Theorem 1 panel: controls ``attention``, ``phi``, ``lr_ratio``, ``seed`` -> :func:`simulate` ->
-    a :class:`CheckDrawing` (the panel's ``draw``)."""
+    """The Theorem 1 widget: controls ``attention``, ``phi``, ``lr_ratio``, ``seed`` -> :func:`simulate` ->
+    a :class:`CheckDrawing` (the widget's ``draw``)."""
     import ipywidgets as widgets
 
     from joma_lib.kit.widget import LiveWidget
@@ -114,5 +114,5 @@ def theorem1_live_widget(attention: str = "exp", phi: str = "relu", lr_ratio: fl
 
 
 def theorem1_widget(**initial: Any) -> ipywidgets.Widget:
-    """The ipywidgets panel of the Theorem 1 page (keyword arguments: initial values)."""
+    """The ipywidget of the Theorem 1 page (keyword arguments: initial values)."""
     return theorem1_live_widget(**initial).widget

@@ -1,10 +1,10 @@
-"""Live-kernel panel of Theorem 3: the page's 2-D ReLU node with weight decay, and where its starts come to rest.
+"""Live-kernel widget of Theorem 3: the page's 2-D ReLU node with weight decay, and where its starts come to rest.
 
 The reader sets the frozen bias ``beta``, the weight decay ``lambda``, the cluster spread ``nu``, the number of
 starts on the arc of radius 1.2 and how long the flow runs. Each change recomputes :func:`resting_points` (the flow
 of ``c-thm3-portrait``: :func:`~joma_lib.theory.nonlinear.decayed_trajectories` of
 :func:`~joma_lib.theory.nonlinear.decayed_update`, from the figure's starts) and redraws the phase portrait with
-:class:`RestingPointDrawing`, through the one panel API (:class:`joma_lib.kit.widget.LiveWidget`). The status line
+:class:`RestingPointDrawing`, through the one widget API (:class:`joma_lib.kit.widget.LiveWidget`). The status line
 says which resting point each start reached: a cluster centre, a mixed point, the dead node at 0, or none yet.
 """
 
@@ -22,7 +22,7 @@ from joma_lib.kit.widget import LiveWidget, Values
 from joma_lib.theory.nonlinear import decayed_trajectories, decayed_update, nearest_centre, two_cluster_mixture
 
 RANGES = {"bias": (-1.2, 0.4), "weight_decay": (0.1, 1.5), "sigma": (0.05, 0.5), "t_max": (10.0, 200.0)}
-"""What the panel honours. ``weight_decay * t_max <= 300`` keeps a dying node's ``||v||^2`` above underflow."""
+"""What the widget honours. ``weight_decay * t_max <= 300`` keeps a dying node's ``||v||^2`` above underflow."""
 STARTS = (2, 15)  # the range of the number of starts
 DEAD_NORM = 1e-3  # an end point this close to 0: the node has died
 REST_DISTANCE = 1e-3  # |dv/dt| / lambda, the distance still to go at the contraction rate lambda: below it, at rest
@@ -33,7 +33,7 @@ KINDS = {"centre 1": ("C3", "o"), "centre 2": ("C0", "o"), "mixed": ("C2", "D"),
 
 
 class RestingPoints(NamedTuple):
-    """The panel's data: the phase portrait and the trajectories from the starts, with where each one ended."""
+    """The widget's data: the phase portrait and the trajectories from the starts, with where each one ended."""
 
     axis: np.ndarray
     """The grid's axis (n_grid,), from 0.05 to above every trajectory."""
@@ -121,7 +121,7 @@ class RestingPointDrawing:
 
 
 class RestingPointWidget(LiveWidget):
-    """The Theorem 3 panel: its controls -> :func:`resting_points` -> :class:`RestingPointDrawing`."""
+    """The Theorem 3 widget: its controls -> :func:`resting_points` -> :class:`RestingPointDrawing`."""
 
     def __init__(self, bias: float = -0.6, weight_decay: float = 0.5, sigma: float = 0.2, n_starts: int = 9,
                  t_max: float = 80.0) -> None:
@@ -139,5 +139,5 @@ class RestingPointWidget(LiveWidget):
 
 
 def theorem3_widget(**initial: Any) -> widgets.Widget:
-    """The ipywidgets panel of the Theorem 3 page (keyword arguments: initial values, see the class)."""
+    """The ipywidget of the Theorem 3 page (keyword arguments: initial values, see the class)."""
     return RestingPointWidget(**initial).widget

@@ -1,4 +1,4 @@
-"""Live-kernel explorer of the modified-MLP dynamics (Theorems 2 and 4, Figure 4).
+"""Live-kernel widget of the modified-MLP dynamics (Theorems 2 and 4, Figure 4).
 
 The reader picks the saliency/target vector (through a generator: the paper's random draw, an
 even ramp or a geometric ramp, with its range and size), the nonlinearity (Theorem 4's
@@ -7,7 +7,7 @@ step size and the number of steps. Every change re-runs :func:`simulate_profile`
 redraws a persistent matplotlib figure with :class:`Fig4Drawing` (draw) into a PNG image widget.
 
 :class:`ModifiedMLPWidget` is the :class:`~joma_lib.kit.widget.LiveWidget` that wires them;
-:func:`modified_mlp_widget` returns the panel for a notebook cell. ``ModifiedMLPWidget.update(**values)``
+:func:`modified_mlp_widget` returns the widget for a notebook cell. ``ModifiedMLPWidget.update(**values)``
 sets controls programmatically and returns the redraw time in milliseconds (the benchmark uses it).
 """
 
@@ -50,7 +50,7 @@ class ProfileRun(NamedTuple):
 def simulate_profile(profile: str = "fig4", n: int = 10, low: float = 1.0, high: float = 4.0, seed: int = 0,
                      nonlinear: bool = True, temperature: float = 3.0, eta: float = 0.02,
                      n_steps: int = 5000) -> ProfileRun:
-    """The panel's computation: :func:`~joma_lib.theory.softmax_dynamics.saliency_profile` then
+    """The widget's computation: :func:`~joma_lib.theory.softmax_dynamics.saliency_profile` then
     :func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention` (at most :data:`MAX_POINTS` recorded states).
     ValueError (naming the parameter) for values it cannot honour, e.g. ``low > high`` or ``eta = nan``."""
     mu = saliency_profile(profile, n, low, high, seed)
@@ -129,7 +129,7 @@ class Fig4Drawing:
 
 
 class ModifiedMLPWidget(LiveWidget):
-    """The Fig. 4 panel: its controls -> :func:`simulate_profile` -> :class:`Fig4Drawing` (``self.drawing``)."""
+    """The Fig. 4 widget: its controls -> :func:`simulate_profile` -> :class:`Fig4Drawing` (``self.drawing``)."""
 
     def __init__(self, profile: str = "fig4", n: int = 10, low: float = 1.0, high: float = 4.0, seed: int = 0,
                  nonlinear: bool = True, temperature: float = 3.0, eta: float = 0.02, n_steps: int = 5000) -> None:
@@ -158,5 +158,5 @@ class ModifiedMLPWidget(LiveWidget):
 
 
 def modified_mlp_widget(**initial: Any) -> widgets.Widget:
-    """An interactive panel for the Fig. 4 dynamics (keyword arguments: initial values, see the class)."""
+    """An interactive widget for the Fig. 4 dynamics (keyword arguments: initial values, see the class)."""
     return ModifiedMLPWidget(**initial).widget
