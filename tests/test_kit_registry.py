@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from joma_lib.kit import harness
-from joma_lib.kit.registry import Claim, Tolerance, figure_ids, get_spec, online_claims, registry
+from joma_lib.kit.registry import Claim, Tolerance, figure_ids, get_claim, get_spec, online_claims, registry
 
 registry_module = importlib.import_module("joma_lib.kit.registry")  # the module, not the function
 
@@ -91,3 +91,10 @@ def test_a_figure_id_defined_twice_names_the_id(tmp_path, monkeypatch):
     monkeypatch.setattr(registry_module, "CHAPTERS_PACKAGE", "twice")
     with pytest.raises(RuntimeError, match=r"figure id 'c-same' is defined twice \(twice.b.figures\)"):
         registry.__wrapped__()  # the uncached lookup: the cached registry of the book stays as it is
+
+
+def test_a_claim_is_found_by_its_id_in_whichever_figure_states_it():
+    claim = get_claim("thm5-monte-carlo")
+    assert claim in get_spec("c-cooccurrence").claims
+    with pytest.raises(ValueError, match=r"unknown claim id 'thm99'; known ids: .*thm5-monte-carlo"):
+        get_claim("thm99")

@@ -252,6 +252,15 @@ def get_spec(fig_id: str) -> FigureSpec:
     return specs[fig_id]
 
 
+def get_claim(claim_id: str) -> Claim:
+    """The claim ``claim_id``, of whichever figure states it (a page quoting its threshold reads it here); a clear
+    :class:`ValueError` listing the known ids otherwise."""
+    claims = {claim.claim_id: claim for spec in registry().values() for claim in spec.claims}
+    if claim_id not in claims:
+        raise ValueError(f"unknown claim id {claim_id!r}; known ids: {', '.join(sorted(claims))}")
+    return claims[claim_id]
+
+
 def figure_ids() -> list[str]:
     """Every registered figure id, sorted."""
     return sorted(registry())
