@@ -2,6 +2,7 @@
 # Everything the companion checks on a GPU, in one command that fits a short loan of a GPU machine (<= 9 minutes):
 #
 #   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--state DIR] [--out DIR] [--skip-quick]
+#                                 [--finished DIR]
 #
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
@@ -16,13 +17,20 @@
 # a one-page summary.md. The runs' checkpoints live in the state folder (--state, default gpu_runs/state, ignored by
 # git), so a second call on the same machine continues: steps already done are not repeated (their results are in
 # the state folder's done/), finished runs are kept and unfinished ones resume from their checkpoints.
+# A later loan is a fresh machine: nothing of the state folder is left, and checkpoints (GBs) cannot travel. What
+# does travel are the finished runs' small result files: the script copies them into <out>/finished/ at the end;
+# committed to benchmarks/gpu_finished/ (--finished), they are copied into the state folder at the start of the
+# next loan, whose runners then load those runs instead of training them (each checks its config), and whose
+# --precision auto is pinned to the precision they were trained in. So whole stacks finished in one loan stay
+# finished, and the paper-scale runs accumulate over loans. Pass --skip-quick once the quick checks' results
+# are committed.
 # Without network: `make wheelhouse` (on a machine with a package index) puts the wheels this needs beyond the GPU
 # machine's own packages into .whl/; this script installs them from there (pip --no-index --target).
 # --dry-run checks the inputs and prints the plan on any machine, GPU or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-budget=530 state=gpu_runs/state out="${OUT:-gpu_runs/out}" dry_run=0 skip_quick=0
+budget=530 state=gpu_runs/state out="${OUT:-gpu_runs/out}" dry_run=0 skip_quick=0 finished=benchmarks/gpu_finished
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
@@ -30,7 +38,8 @@ while [ $# -gt 0 ]; do
     --budget) budget=${2:-}; shift ;;
     --state) state=${2:-}; shift ;;
     --out) out=${2:-}; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --finished) finished=${2:-}; shift ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -47,8 +56,16 @@ left() { echo $(( budget - ($(date +%s) - start) )); }
 # cap SECONDS: the smaller of SECONDS and what is left of the budget (minus 20 s for the summary)
 cap() { local l; l=$(( $(left) - 20 )); [ "$1" -lt "$l" ] && echo "$1" || echo "$(( l > 0 ? l : 0 ))"; }
 
+# the precision of the runs finished in earlier loans (one for the sweep), else auto
+finished_runs=$(ls "$finished"/paper/*/result.json 2>/dev/null | wc -l)
+precision=auto
+if [ "$finished_runs" -gt 0 ]; then
+  precision=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"]["precision"])' \
+    "$(ls "$finished"/paper/*/result.json | head -n 1)") || { echo "error: cannot read the precision of the finished runs in $finished/paper" >&2; exit 2; }
+fi
+
 # the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log)
-lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision auto --device cuda \
+lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --tf32 --device cuda --no-progress --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
@@ -73,6 +90,8 @@ if [ "$dry_run" = 1 ]; then
   grep -q -- "--stack" <<< "$lm_help" || { echo "  PROBLEM: lm run has no --stack"; problems=1; }
   $PY -m joma_lib table1 --help | grep -q -- "--stack" || echo "  note: python -m joma_lib table1 has no --stack: Table 1 is skipped"
   [ -f benchmarks/bench_lm_stack.py ] || { echo "  PROBLEM: benchmarks/bench_lm_stack.py is missing"; problems=1; }
+  echo "  finished in earlier loans ($finished): $finished_runs paper runs (precision $precision)," \
+       "$(ls "$finished"/table1/*.npz 2>/dev/null | wc -l) Table 1 result files"
   for s in "${steps[@]}"; do
     IFS='|' read -r name seconds command <<< "$s"
     done_mark=""; [ -f "$state/done/$name" ] && done_mark=" (done in an earlier call: skipped)"
@@ -98,6 +117,12 @@ fi
 $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || {
   echo "error: no CUDA device is visible to torch (this script is for a GPU machine; --dry-run elsewhere)" >&2; exit 2; }
 echo "- torch: $($PY -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')" >> "$summary"
+# the finished runs of earlier loans, where this machine has none of its own
+for kind in paper table1; do
+  if [ -d "$finished/$kind" ]; then mkdir -p "$state/runs/$kind" && cp -rn "$finished/$kind/." "$state/runs/$kind/"; fi
+done
+echo "- carried in: $finished_runs finished paper runs (precision $precision) from $finished" >> "$summary"
+
 echo >> "$summary"
 echo "| step | seconds | exit | result |" >> "$summary"
 echo "|---|---|---|---|" >> "$summary"
@@ -125,7 +150,20 @@ for s in "${steps[@]}"; do
   esac
   echo "| $name | $secs | $rc | $result |" >> "$summary"
 done
+# what a later loan carries in: every finished run's result files (small), never a checkpoint
+for run in "$state"/runs/paper/*/; do
+  if [ -f "$run/result.json" ]; then
+    mkdir -p "$out/finished/paper/$(basename "$run")" && cp "$run"/result.* "$out/finished/paper/$(basename "$run")/"
+  fi
+done
+if [ -d "$state/runs/table1" ]; then
+  mkdir -p "$out/finished/table1"
+  find "$state/runs/table1" -maxdepth 1 -type f ! -name '*.pt*' ! -name '.*' -exec cp {} "$out/finished/table1/" \;
+fi
 {
+  echo
+  echo "Finished runs now: $(ls "$out"/finished/paper/*/result.json 2>/dev/null | wc -l) of the paper sweep's 30 (in" \
+       "$out/finished/: commit them to benchmarks/gpu_finished/ for the next loan)."
   echo
   echo "## Runs"
   echo '```'

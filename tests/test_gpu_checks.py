@@ -29,6 +29,51 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     assert "--preset paper paper-lr --stack --max-vocab 33278" in done.stdout
 
 
+def _finished_run(folder: Path, cfg, data) -> str:
+    """A run trained here to its end in ``folder`` (as an earlier loan leaves it); returns its precision."""
+    from joma_lib.lm.step import train_run
+
+    train_run(cfg, folder, "cpu", progress=False, data=data)
+    (result,) = folder.glob("*/result.json")
+    return json.loads(result.read_text())["config"]["precision"]
+
+
+def test_the_dry_run_counts_the_runs_finished_in_earlier_loans_and_pins_their_precision(tmp_path, tiny_run,
+                                                                                       tiny_run_data):
+    precision = _finished_run(tmp_path / "finished" / "paper", tiny_run, tiny_run_data)
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--finished", str(tmp_path / "finished"),
+                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"1 paper runs (precision {precision})" in done.stdout
+    assert f"--precision {precision} --device cuda" in done.stdout
+
+
+def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tmp_path, tiny_run, tiny_run_data):
+    """A run on a machine that says it has a GPU (a stand-in python answers the script's CUDA check; the runs
+    themselves then fail at once, seeing none): the finished runs of earlier loans go into the state folder at the
+    start and, with the ones finished now, into <out>/finished at the end; a checkpoint never does."""
+    _finished_run(tmp_path / "finished" / "paper", tiny_run, tiny_run_data)
+    stopped = tmp_path / "state" / "runs" / "paper" / "stopped"  # an unfinished run of this loan
+    stopped.mkdir(parents=True)
+    (stopped / "checkpoint.pt").write_bytes(b"weights")
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/bash\nif [[ "$*" == *cuda.is_available* ]]; then exit 0; fi\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--skip-quick", "--budget", "120", "--finished",
+                str(tmp_path / "finished"), "--state", str(tmp_path / "state"), "--out", str(tmp_path / "out"),
+                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": str(python),
+                     "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    name = next((tmp_path / "finished" / "paper").iterdir()).name
+    assert (tmp_path / "state" / "runs" / "paper" / name / "result.json").exists()  # carried in
+    carried_out = tmp_path / "out" / "finished" / "paper"
+    assert sorted(p.name for p in carried_out.iterdir()) == [name]  # the finished run only
+    assert sorted(p.name for p in (carried_out / name).iterdir()) == [
+        "result.json", "result.json.sha256", "result.npz", "result.npz.sha256"]
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "carried in: 1 finished paper runs" in summary and "Finished runs now: 1 of" in summary
+
+
 @pytest.mark.parametrize("args, message", [(["--budget", "10"], "--budget must be"), (["--budget", "x"], "--budget"),
                                            (["--bogus"], "unknown option --bogus")])
 def test_bad_options_are_refused_with_one_line(args, message):
