@@ -7,8 +7,9 @@ depth, four steps alternate in one process (same inputs, threads and GPU), media
 * ours, one run: :func:`joma_lib.lm.step.train_step` (the unstacked runner), fp32;
 * ours, one run as a stack of one: :class:`joma_lib.lm.stack_step.StackStep` (one CUDA graph on a GPU), in the
   precision ``auto`` would measure fastest for it (each candidate is timed; all are printed);
-* ours, a stack of R runs (the paper sweep's stack at that depth: 3 runs at 1, 2 and 10 layers, 21 at 5), in its
-  fastest precision; the per-run time is the stack's step over R.
+* ours, a stack of R runs (on a GPU 3, the seeds of one setting, as ``gpu_checks.sh`` trains the paper sweep with
+  ``--stack-size 3``; ``--stack 21`` for the 5-layer runs as one stack), in its fastest precision; the per-run time
+  is the stack's step over R.
 
 From the stacked step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and
 prints it. On a CPU it also times the unstacked step on one thread (each precision) and prints what ``--jobs 2`` would give per run
@@ -37,8 +38,10 @@ from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import StackedLM, mask_source
 from joma_lib.lm.step import make_optimizer, train_step
 
-#: runs per stack in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
-PAPER_STACKS = {1: 3, 2: 3, 5: 21, 10: 3}
+#: runs of each depth in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
+PAPER_RUNS = {1: 3, 2: 3, 5: 21, 10: 3}
+#: runs per stack on a GPU (benchmarks/gpu_checks.sh: --stack-size 3)
+GPU_STACK = 3
 PAPER_STEPS = 58_000
 
 
@@ -90,8 +93,8 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--stack", type=int, default=None, help="runs per stack (default: the paper sweep's at each depth; "
-                                                            "2 on a CPU)")
+    p.add_argument("--stack", type=int, default=None, help=f"runs per stack (default {GPU_STACK} on a GPU, as "
+                                                            "gpu_checks.sh trains them; 2 on a CPU)")
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")
@@ -111,7 +114,7 @@ def main() -> None:
           f"{'authors/one':>11} {'authors/stacked':>15}")
     rows, projected = [], 0.0
     for n in args.layers:
-        n_stack = args.stack or (PAPER_STACKS.get(n, 3) if device.type == "cuda" else 2)
+        n_stack = args.stack or (GPU_STACK if device.type == "cuda" else 2)
         ms = bench(device, n, n_stack, args.vocab, args.repeats, args.clock)
         one = min((k for k in ms if k.startswith("one ")), key=ms.__getitem__)
         stack = min((k for k in ms if k.startswith("stack ")), key=ms.__getitem__)
@@ -121,8 +124,8 @@ def main() -> None:
                "authors_over_stacked": ms["authors"] / per_run}
         if device.type == "cpu":
             row["jobs2_ms_per_run_estimate"] = min(v for k, v in ms.items() if k.startswith("ours 1 thread")) / 2
-        if n in PAPER_STACKS:
-            projected += PAPER_STEPS * ms[stack] / 1e3 * (PAPER_STACKS[n] / n_stack)
+        if n in PAPER_RUNS:
+            projected += PAPER_STEPS * ms[stack] / 1e3 * (PAPER_RUNS[n] / n_stack)
         rows.append(row)
         print(f"{n:>6} {n_stack:>3} {ms['authors']:>8.2f} {ms['ours']:>7.2f} {ms[one]:>8.2f} ({one[4:]:>4})   "
               f"{per_run:>9.3f} ({stack[6:]:>4})    {row['authors_over_one']:>10.1f}x {row['authors_over_stacked']:>14.1f}x",
@@ -130,7 +133,7 @@ def main() -> None:
         if device.type == "cpu":
             print(f"{'':>6} --jobs 2 estimate per run: {row['jobs2_ms_per_run_estimate']:.2f} ms (the faster one-thread "
                   "step / 2)")
-    if set(PAPER_STACKS) <= set(args.layers):
+    if set(PAPER_RUNS) <= set(args.layers):
         print(f"projected paper sweep (30 runs x {PAPER_STEPS} steps, training only): {projected / 60:.1f} minutes")
     if not args.no_write:
         save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()} |

@@ -10,9 +10,11 @@
 #   2. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed);
 #   3. the test suite under JOMA_DEVICE=cuda (the gpu-marked tests first);
-#   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs, stacked; WikiText-2 where the
+#   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs in stacks of 3, the seeds of one
+#      setting, so that a loan finishes whole stacks; WikiText-2 where the
 #      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration
-#      (40 runs as one stack, TF32 products: in fp32 its ~1.1e17 FLOP alone take ~28 minutes of an H100).
+#      (40 runs in 4 stacks of 10, each finished stack kept; TF32 products: in fp32 its ~1.1e17 FLOP alone take
+#      ~28 minutes of an H100).
 # Each step's output goes to the results folder (--out: $OUT where the device tool sets it, else gpu_runs/out), with
 # a one-page summary.md. The runs' checkpoints live in the state folder (--state, default gpu_runs/state, ignored by
 # git), so a second call on the same machine continues: steps already done are not repeated (their results are in
@@ -65,9 +67,9 @@ if [ "$finished_runs" -gt 0 ]; then
 fi
 
 # the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log)
-lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision $precision --device cuda \
+lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 3 --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
-table1_runs="$PY -m joma_lib table1 --config full --stack --tf32 --device cuda --no-progress --out $state/runs/table1 \
+table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"

@@ -26,7 +26,7 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     assert "skipped" not in done.stdout, done.stdout  # every command the plan names runs here (a moved one would not)
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
     assert names == ["bench-lm", "bench-table1", "verify", "tests-gpu", "tests", "paper-lm", "paper-table1"]
-    assert "--preset paper paper-lr --stack --max-vocab 33278" in done.stdout
+    assert "--preset paper paper-lr --stack --stack-size 3 --max-vocab 33278" in done.stdout
 
 
 def _finished_run(folder: Path, cfg, data) -> str:

@@ -45,6 +45,15 @@ def test_stacked_runs_stop_at_their_deadline_and_the_same_command_finishes_them(
         assert npz["nlayers"].tolist() == [1, 1, 2, 2] and npz["lr"].tolist() == [3e-3, 1e-3, 3e-3, 1e-3]
     assert main(["run", "--preset", "paper", "paper-lr", "--out", str(tmp_path / "x"), "--stop-after", "5"]) == 2
     assert "--stop-after needs --stack" in capsys.readouterr().err
+    assert main(["run", "--preset", "paper", "--out", str(tmp_path / "x"), "--stack-size", "3"]) == 2
+    assert "--stack-size needs --stack" in capsys.readouterr().err
+    assert main(["run", "--preset", "paper", "--out", str(tmp_path / "x"), "--stack", "--stack-size", "0"]) == 2
+    assert "stack_size" in capsys.readouterr().err
+    # stacks of at most one run: the same runs, trained one at a time
+    assert main([*args, "--stack-size", "1", "--out", str(tmp_path / "single"), "--results",
+                 str(tmp_path / "single.npz")]) == 0
+    with np.load(tmp_path / "sweep.npz") as stacked, np.load(tmp_path / "single.npz") as single:
+        np.testing.assert_allclose(single["val_loss"], stacked["val_loss"], rtol=0, atol=2e-5)
 
 
 def test_several_presets_train_the_union_of_their_runs_once():

@@ -107,6 +107,10 @@ def test_stacks_group_runs_that_differ_in_seed_lr_and_clip_only(tiny_run):
     deeper = replace(tiny_run, n_layers=3)
     assert stack_key(a) == stack_key(b) != stack_key(deeper)
     assert stacks([a, deeper, b]) == [[a, b], [deeper]]
+    c = replace(tiny_run, lr=1e-2, seed=3)
+    assert stacks([a, deeper, b, c], size=2) == [[a, b], [c], [deeper]]  # each shape cut in order, none mixed
+    with pytest.raises(ValueError, match="stack_size"):
+        stacks([a], size=0)
 
 
 def test_shares_cut_each_stack_for_the_workers_and_hand_out_the_costliest_first(tiny_run):

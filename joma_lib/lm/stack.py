@@ -63,12 +63,15 @@ def stack_key(cfg: RunConfig) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, v) for k, v in asdict(cfg).items() if k not in STACK_VARIES))
 
 
-def stacks(configs: Sequence[RunConfig]) -> list[list[RunConfig]]:
-    """``configs`` grouped into stacks (:func:`stack_key`), in the order of their first run."""
+def stacks(configs: Sequence[RunConfig], size: int | None = None) -> list[list[RunConfig]]:
+    """``configs`` grouped into stacks (:func:`stack_key`), in the order of their first run; with ``size``, each
+    group cut into consecutive stacks of at most ``size`` runs (stacks that finish sooner: a GPU loan of a few
+    minutes finishes some of them whole, where one stack of all would finish none)."""
     groups: dict[tuple[tuple[str, Any], ...], list[RunConfig]] = {}
     for cfg in configs:
         groups.setdefault(stack_key(cfg), []).append(cfg)
-    return list(groups.values())
+    step = max(map(len, groups.values()), default=1) if size is None else check_int("stack_size", size, 1)
+    return [group[k:k + step] for group in groups.values() for k in range(0, len(group), step)]
 
 
 def shares(groups: Sequence[Sequence[RunConfig]], jobs: int) -> list[list[RunConfig]]:
@@ -87,11 +90,12 @@ def shares(groups: Sequence[Sequence[RunConfig]], jobs: int) -> list[list[RunCon
     return sorted(pieces, key=lambda piece: len(piece) * piece[0].n_layers * piece[0].steps, reverse=True)
 
 
-def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS
-                    ) -> list[RunConfig]:
+def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS,
+                    size: int | None = None) -> list[RunConfig]:
     """``configs`` with ``precision="auto"`` replaced by one precision for the whole sweep, measured on the
-    stacked step of its largest ``auto`` stack (the step that will run; :func:`joma_lib.lm.precision.resolve`)."""
-    auto = [group for group in stacks(configs) if group[0].precision == "auto"]
+    stacked step of its largest ``auto`` stack (of at most ``size`` runs: the step that will run;
+    :func:`joma_lib.lm.precision.resolve`)."""
+    auto = [group for group in stacks(configs, size) if group[0].precision == "auto"]
     if not auto:
         return list(configs)
     group = max(auto, key=lambda g: (len(g) * g[0].n_layers, len(g)))

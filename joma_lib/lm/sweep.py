@@ -141,12 +141,12 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
 
 def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
               log: Callable[[str], None] = print, jobs: int = 1, threads: int = DEFAULT_THREADS,
-              stack: bool = False, stop_after: float | None = None
+              stack: bool = False, stop_after: float | None = None, stack_size: int | None = None
               ) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
     """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
 
     ``stack=True`` trains the runs that share their shapes as one stacked model each
-    (:func:`~joma_lib.lm.stack.stacks`, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
+    (:func:`~joma_lib.lm.stack.stacks`, at most ``stack_size`` runs to a stack, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
     ``stack`` only) checkpoints every unfinished stack when that time has passed and raises
     :class:`DeadlineReached`: the same call later continues. ``jobs > 1`` trains that many runs (or stacks, cut
     into :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with this process; otherwise they go one after the
@@ -161,9 +161,16 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
         if not stack:
             raise ValueError("stop_after needs stack=True (--stop-after needs --stack)")
         check_float("stop_after", stop_after, 0, low_open=True)
+    if stack_size is not None:
+        if not stack:
+            raise ValueError("stack_size needs stack=True (--stack-size needs --stack)")
+        check_int("stack_size", stack_size, 1)
     deadline = None if stop_after is None else time.time() + stop_after
-    configs = (stack_precision if stack else sweep_precision)(configs, resolve_device(device), threads)
-    units = shares(stacks(configs), jobs) if stack else [[cfg] for cfg in configs]
+    if stack:
+        configs = stack_precision(configs, resolve_device(device), threads, stack_size)
+    else:
+        configs = sweep_precision(configs, resolve_device(device), threads)
+    units = shares(stacks(configs, stack_size), jobs) if stack else [[cfg] for cfg in configs]
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
         with worker_pool(jobs) as pool:
