@@ -77,3 +77,18 @@ def test_the_training_entry_points_keep_freed_memory(tmp_path, tiny_run, tiny_ru
         keep_freed_memory.cache_clear()
         call()
         assert keep_freed_memory.cache_info().currsize == 1, name
+
+
+class _OtherLibc:
+    """A C library that is not glibc: it has mallopt (musl's does nothing) but no gnu_get_libc_version."""
+
+    def mallopt(self, *args: int) -> int:
+        raise AssertionError("mallopt must not be called where the C library is not glibc")
+
+
+@pytest.mark.parametrize("libc", [lambda _: _OtherLibc(), lambda _: (_ for _ in ()).throw(TypeError("no CDLL(None)"))])
+def test_where_the_c_library_is_not_glibc_nothing_is_changed(monkeypatch, libc):
+    import ctypes
+
+    monkeypatch.setattr(ctypes, "CDLL", libc)
+    assert keep_freed_memory.__wrapped__() is False

@@ -37,7 +37,7 @@ def keep_freed_memory() -> bool:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 -- the probe: only glibc exports it
         mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows has no process-wide CDLL(None)
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # the trim threshold first: without it, a heap that serves the large blocks would be trimmed after each
