@@ -7,9 +7,11 @@
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
 #      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
-#   2. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
-#      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed);
-#   3. the test suite under JOMA_DEVICE=cuda (the gpu-marked tests first);
+#   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone: the check the paper-scale runs
+#      stand on);
+#   3. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
+#      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed), then the
+#      rest of the test suite under JOMA_DEVICE=cuda;
 #   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs in stacks of 3, the seeds of one
 #      setting, so that a loan finishes whole stacks; WikiText-2 where the
 #      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
     --state) state=${2:-}; shift ;;
     --out) out=${2:-}; shift ;;
     --finished) finished=${2:-}; shift ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -75,9 +77,9 @@ steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
   "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 8 \
 --json $out/table1_bench.json"
+  "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu tests"
   "verify|170|env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store --keep; rc=\$?; env \
 JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json; exit \$rc"
-  "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu tests"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
   "paper-lm|100000|$lm_runs --stop-after"
   "paper-table1|100000|$table1_runs"

@@ -25,7 +25,7 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     assert "PROBLEM" not in done.stdout
     assert "skipped" not in done.stdout, done.stdout  # every command the plan names runs here (a moved one would not)
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
-    assert names == ["bench-lm", "bench-table1", "verify", "tests-gpu", "tests", "paper-lm", "paper-table1"]
+    assert names == ["bench-lm", "bench-table1", "tests-gpu", "verify", "tests", "paper-lm", "paper-table1"]
     assert "--preset paper paper-lr --stack --stack-size 3 --max-vocab 33278" in done.stdout
 
 
