@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     --state) state=${2:-}; shift ;;
     --out) out=${2:-}; shift ;;
     --finished) finished=${2:-}; shift ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift

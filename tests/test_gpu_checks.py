@@ -4,6 +4,7 @@ its dry run, its refusals, the wheel list it installs from, and the stacked-step
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import subprocess
 import sys
@@ -105,3 +106,10 @@ def test_the_stacked_step_benchmark_runs_and_stores_its_rows(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = json.loads((tmp_path / "lm_stack.json").read_text())["results"]["rows"]
     assert rows[0]["stack"] == 2 and rows[0]["authors_over_stacked"] > 0 and "ours 1 thread fp32" in rows[0]["median_ms"]
+
+
+def test_help_prints_the_whole_header():
+    lines = (ROOT / "benchmarks" / "gpu_checks.sh").read_text().splitlines()[1:]
+    header = [line[2:] for line in itertools.takewhile(lambda line: line.startswith("#"), lines)]
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--help")
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == header[-1], done.stdout
