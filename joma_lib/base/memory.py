@@ -40,5 +40,5 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError, TypeError):  # TypeError: Windows has no process-wide CDLL(None)
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    # the trim threshold first: without it, a heap that serves the large blocks would be trimmed after each
+    # the trim threshold first: without it, a heap that serves the large blocks would be trimmed after each step
     return bool(mallopt(M_TRIM_THRESHOLD, KEPT_BYTES) and mallopt(M_MMAP_MAX, 0))
