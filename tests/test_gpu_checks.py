@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import shlex
 import json
 import subprocess
 import sys
@@ -113,3 +114,21 @@ def test_help_prints_the_whole_header():
     header = [line[2:] for line in itertools.takewhile(lambda line: line.startswith("#"), lines)]
     done = _run("bash", "benchmarks/gpu_checks.sh", "--help")
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == header[-1], done.stdout
+
+
+def test_the_paper_sweep_the_plan_runs_is_30_runs_in_10_stacks_of_3(tmp_path):
+    """The command of the plan's paper-lm step, parsed by the real command line: the paper's 30 distinct runs, each
+    setting's 3 seeds one stack, at WikiText-2's vocabulary."""
+    from joma_lib.lm.cli import _parser, configs_from_args
+    from joma_lib.lm.stack import stacks
+
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--state", str(tmp_path / "state"),
+                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
+    (line,) = [line for line in done.stdout.splitlines() if line.split()[:1] == ["paper-lm"]]
+    words = shlex.split(line.split("s  ", 1)[1])
+    assert words[1:3] == ["-m", "joma_lib.lm"] and words[-1] == "--stop-after"
+    args = _parser().parse_args([*words[3:], "480"])  # the script appends the seconds left
+    configs = configs_from_args(args)
+    assert len(configs) == 30 and {c.max_vocab for c in configs} == {33_278}
+    groups = stacks(configs, args.stack_size)
+    assert len(groups) == 10 and all(len(g) == 3 and len({(c.n_layers, c.lr) for c in g}) == 1 for g in groups)
