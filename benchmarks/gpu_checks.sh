@@ -68,7 +68,17 @@ if [ "$finished_runs" -gt 0 ]; then
     "$(ls "$finished"/paper/*/result.json | head -n 1)") || { echo "error: cannot read the precision of the finished runs in $finished/paper" >&2; exit 2; }
 fi
 
-# the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log)
+# the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log); verify
+# stops 40 s before its cap (at least half of it), so that its report of the figures it kept is always written
+at_limit() {  # the command of step $1 under a cap of $2 seconds
+  local command=$3
+  case "$1" in
+    paper-lm) command="$command $(( $2 - 10 ))" ;;  # Table 1 checkpoints every 1000 steps
+    verify) command="${command//@VERIFY_SECONDS@/$(( $2 - 40 > $2 / 2 ? $2 - 40 : $2 / 2 ))}" ;;
+  esac
+  echo "$command"
+}
+
 lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 3 --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \
@@ -78,8 +88,9 @@ steps=(
   "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 8 \
 --json $out/table1_bench.json"
   "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu tests"
-  "verify|170|env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store --keep; rc=\$?; env \
-JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json; exit \$rc"
+  "verify|170|timeout -s INT @VERIFY_SECONDS@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store \
+--keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \
+env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
   "paper-lm|100000|$lm_runs --stop-after"
   "paper-table1|100000|$table1_runs"
@@ -99,13 +110,14 @@ if [ "$dry_run" = 1 ]; then
   for s in "${steps[@]}"; do
     IFS='|' read -r name seconds command <<< "$s"
     done_mark=""; [ -f "$state/done/$name" ] && done_mark=" (done in an earlier call: skipped)"
-    printf '  %-13s up to %6ss  %s%s\n' "$name" "$seconds" "$command" "$done_mark"
+    shown=$command; [ "$name" = verify ] && shown=$(at_limit "$name" "$seconds" "$command")
+    printf '  %-13s up to %6ss  %s%s\n' "$name" "$seconds" "$shown" "$done_mark"
   done
   echo "  the paper steps get what is left of the budget (--stop-after), then: summary.md"
   exit "$problems"
 fi
 
-mkdir -p "$state/done" "$out"
+mkdir -p "$state/done" "$state/store" "$out"  # verify --from needs its store to exist
 summary="$out/summary.md"
 {
   echo "# GPU checks, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -138,7 +150,7 @@ for s in "${steps[@]}"; do
   case "$name" in bench*|verify|tests*) [ "$skip_quick" = 1 ] && continue ;; esac
   limit=$(cap "$seconds")
   if [ "$limit" -lt 15 ]; then echo "| $name | - | - | not started: budget spent |" >> "$summary"; continue; fi
-  case "$name" in paper-lm) command="$command $(( limit - 10 ))" ;; esac  # Table 1 checkpoints every 1000 steps
+  command=$(at_limit "$name" "$limit" "$command")
   echo "=== $name (up to ${limit}s): $command"
   t0=$(date +%s)
   timeout -s INT -k 10 "$limit" bash -c "$command" > "$out/$name.log" 2>&1

@@ -68,6 +68,7 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     assert done.returncode == 0, done.stdout + done.stderr
     name = next((tmp_path / "finished" / "paper").iterdir()).name
     assert (tmp_path / "state" / "runs" / "paper" / name / "result.json").exists()  # carried in
+    assert (tmp_path / "state" / "store").is_dir()  # verify --from refuses a folder that does not exist
     carried_out = tmp_path / "out" / "finished" / "paper"
     assert sorted(p.name for p in carried_out.iterdir()) == [name]  # the finished run only
     assert sorted(p.name for p in (carried_out / name).iterdir()) == [
@@ -132,3 +133,21 @@ def test_the_paper_sweep_the_plan_runs_is_30_runs_in_10_stacks_of_3(tmp_path):
     assert len(configs) == 30 and {c.max_vocab for c in configs} == {33_278}
     groups = stacks(configs, args.stack_size)
     assert len(groups) == 10 and all(len(g) == 3 and len({(c.n_layers, c.lr) for c in g}) == 1 for g in groups)
+
+
+def test_a_verify_cut_at_its_limit_still_reports_the_figures_it_kept(tmp_path):
+    """The plan's verify step, on the CPU and with its inner limit cut to 10 s: the report lists exactly the
+    figures verify kept in the store before it was stopped."""
+    (tmp_path / "state" / "store").mkdir(parents=True)
+    (tmp_path / "out").mkdir()
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--state", str(tmp_path / "state"), "--out",
+                str(tmp_path / "out"), env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                                            "PYTHON": sys.executable})
+    (line,) = [line for line in done.stdout.splitlines() if line.split()[:1] == ["verify"]]
+    command = line.split("s  ", 1)[1].replace("JOMA_DEVICE=cuda", "JOMA_DEVICE=cpu")
+    assert command.startswith("timeout -s INT 130 ")  # 40 s before the step's cap of 170 s
+    cut = _run("bash", "-c", command.replace("timeout -s INT 130 ", "timeout -s INT 10 ", 1))
+    assert cut.returncode == 124, cut.stdout + cut.stderr  # stopped by the limit, not finished
+    kept = sorted(p.stem for p in (tmp_path / "state" / "store").glob("*.json"))
+    report = json.loads((tmp_path / "out" / "gpu_verify.json").read_text())
+    assert kept and sorted(report["figures"]) == kept
