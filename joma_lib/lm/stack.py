@@ -67,11 +67,14 @@ def stacks(configs: Sequence[RunConfig], size: int | None = None) -> list[list[R
     """``configs`` grouped into stacks (:func:`stack_key`), in the order of their first run; with ``size``, each
     group cut into consecutive stacks of at most ``size`` runs (stacks that finish sooner: a GPU loan of a few
     minutes finishes some of them whole, where one stack of all would finish none)."""
+    if size is not None:
+        size = check_int("stack_size", size, 1)
     groups: dict[tuple[tuple[str, Any], ...], list[RunConfig]] = {}
     for cfg in configs:
         groups.setdefault(stack_key(cfg), []).append(cfg)
-    step = max(map(len, groups.values()), default=1) if size is None else check_int("stack_size", size, 1)
-    return [group[k:k + step] for group in groups.values() for k in range(0, len(group), step)]
+    if size is None:
+        return list(groups.values())
+    return [group[k:k + size] for group in groups.values() for k in range(0, len(group), size)]
 
 
 def shares(groups: Sequence[Sequence[RunConfig]], jobs: int) -> list[list[RunConfig]]:
