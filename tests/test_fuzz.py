@@ -298,6 +298,6 @@ def test_any_damage_to_a_run_file_is_refused_naming_it(tmp_path_factory, flips, 
     path.write_bytes(bytes(data))
     with pytest.raises((ValueError, DamagedFileError), match=f"{path.name} is damaged"):
         if kind == "checkpoint":
-            lm_runs.load_checkpoint(path, torch.device("cpu"))
+            lm_runs.load_checkpoint(path)
         else:
             lm_runs.read_result(path)

@@ -68,7 +68,7 @@ def test_a_stopped_stack_resumes_stacked_or_one_run_at_a_time_to_the_same_number
     # stopped before step 70 (its last checkpoint: step 50), resumed as a stack: bit for bit the uninterrupted stack
     assert train_stack(runs, tmp_path / "a", "cpu", progress=False, data=sweep_data, stop_at=70,
                        checkpoint_seconds=0) is None
-    assert load_checkpoint(tmp_path / "a" / runs[0].name / "checkpoint.pt", torch.device("cpu"))["step"] == 50
+    assert load_checkpoint(tmp_path / "a" / runs[0].name / "checkpoint.pt")["step"] == 50
     resumed = train_stack(runs, tmp_path / "a", "cpu", progress=False, data=sweep_data)
     assert resumed is not None
     for a, b in zip(resumed, whole, strict=True):
@@ -77,7 +77,7 @@ def test_a_stopped_stack_resumes_stacked_or_one_run_at_a_time_to_the_same_number
     # a stack stopped by its deadline (checkpoint at the current step, between two evaluations), resumed by the
     # unstacked runner: the run's numbers, to the stacking tolerance
     assert train_stack(runs, tmp_path / "b", "cpu", progress=False, data=sweep_data, stop_after=1e-9) is None
-    assert load_checkpoint(tmp_path / "b" / runs[0].name / "checkpoint.pt", torch.device("cpu"))["step"] == 1
+    assert load_checkpoint(tmp_path / "b" / runs[0].name / "checkpoint.pt")["step"] == 1
     for cfg, result in zip(runs, whole, strict=True):
         _close(train_run(cfg, tmp_path / "b", "cpu", progress=False, data=sweep_data), result)
 
@@ -150,3 +150,32 @@ def test_a_stack_on_the_gpu_trains_each_run_as_it_trains_alone(tmp_path, sweep, 
         assert alone is not None
         for key in KEYS:
             np.testing.assert_allclose(alone[0][key], result[key], rtol=0, atol=10 * TOLERANCE, equal_nan=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stacked", [True, False], ids=["stack", "alone"])
+def test_a_stopped_run_resumes_on_the_gpu_to_the_uninterrupted_numbers(tmp_path, sweep, sweep_data, stacked):
+    """A checkpoint written on the GPU resumes there: its random-number states come back as CPU byte tensors (a
+    first GPU loan found the stacked runner refusing them, the checkpoint having been read onto the GPU). The
+    unstacked runner draws its GPU masks from torch's CUDA stream, the stacked one from a counter hash: each
+    resumes to its own uninterrupted numbers."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    runs = [replace(c, steps=120) for c in sweep[:2]]
+
+    def train(out, **stop):
+        if stacked:
+            return train_stack(runs, out, "cuda", progress=False, data=sweep_data, **stop)
+        done = [train_run(cfg, out, "cuda", progress=False, data=sweep_data, stop_at=stop.get("stop_at"))
+                for cfg in runs]
+        return None if None in done else done
+
+    whole = train(tmp_path / "whole")
+    assert whole is not None
+    assert train(tmp_path / "cut", stop_at=70, **({"checkpoint_seconds": 0} if stacked else {})) is None
+    assert load_checkpoint(tmp_path / "cut" / runs[0].name / "checkpoint.pt")["step"] == 50
+    resumed = train(tmp_path / "cut")
+    assert resumed is not None
+    for a, b in zip(resumed, whole, strict=True):
+        for key in KEYS:
+            np.testing.assert_allclose(a[key], b[key], rtol=0, atol=10 * TOLERANCE, equal_nan=True)

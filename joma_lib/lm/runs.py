@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from joma_lib.base.io import (
     DamagedFileError,
@@ -109,11 +108,15 @@ def save_checkpoint(ckpt_path: Path, state: Mapping[str, Any]) -> None:
     save_torch_checked(ckpt_path, dict(state))
 
 
-def load_checkpoint(ckpt_path: Path, dev: torch.device) -> dict[str, Any]:
-    """Read ``checkpoint.pt``; a damaged file (its sha256, or its contents) raises a ValueError that names it and
-    says how to recover."""
+def load_checkpoint(ckpt_path: Path) -> dict[str, Any]:
+    """Read ``checkpoint.pt`` into host memory; a damaged file (its sha256, or its contents) raises a ValueError that
+    names it and says how to recover.
+
+    Always onto the CPU, whatever device trains: the random-number states in it must stay CPU byte tensors
+    (``torch.set_rng_state`` and ``Generator.set_state`` refuse any other), and ``load_state_dict`` and ``copy_``
+    move the weights and Adam's moments to the training device anyway."""
     try:
-        ckpt = load_torch_checked(ckpt_path, map_location=dev)
+        ckpt = load_torch_checked(ckpt_path, map_location="cpu")
         if not isinstance(ckpt, dict) or not {"config", "model", "optimizer", "rng", "history", "step"} <= set(ckpt):
             raise ValueError("not a checkpoint of this runner")
     except DamagedFileError as err:

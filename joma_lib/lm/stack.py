@@ -164,7 +164,7 @@ def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str =
             if data is None:
                 data = load_lm_data(pending[0].data, pending[0].batch_size, pending[0].eval_batch_size,
                                     pending[0].max_vocab, pending[0].data_seed)
-            ckpts = {c.name: resumable_checkpoint(out / c.name / "checkpoint.pt", c, dev, threads) for c in pending}
+            ckpts = {c.name: resumable_checkpoint(out / c.name / "checkpoint.pt", c, threads) for c in pending}
             deadline = None if stop_after is None else time.monotonic() + stop_after
             by_start: dict[tuple[int, str | None], list[RunConfig]] = {}
             for c in pending:

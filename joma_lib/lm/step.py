@@ -142,7 +142,7 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
     if data is None:
         data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
     n_batches = n_chunks(data.train, cfg.seq_len)
-    ckpt = resumable_checkpoint(ckpt_path, cfg, dev, threads)
+    ckpt = resumable_checkpoint(ckpt_path, cfg, threads)
     # a resumed run keeps the precision it started with, whatever `auto` would pick now
     precision = ckpt.get("precision_used", cfg.precision) if ckpt is not None else run_precision(cfg, dev, threads)
     record_used(precision)
@@ -201,12 +201,12 @@ def _train_locked(cfg: RunConfig, run_dir: Path, device: str, progress: bool, da
     return arrays
 
 
-def resumable_checkpoint(ckpt_path: Path, cfg: RunConfig, dev: torch.device, threads: int) -> dict[str, Any] | None:
+def resumable_checkpoint(ckpt_path: Path, cfg: RunConfig, threads: int) -> dict[str, Any] | None:
     """The run's checkpoint, if there is one, once it is known to be this run's, trained on ``threads`` threads
     (ValueError saying what to do otherwise)."""
     if not ckpt_path.exists():
         return None
-    ckpt = load_checkpoint(ckpt_path, dev)
+    ckpt = load_checkpoint(ckpt_path)
     if not same_config(ckpt["config"], cfg):
         raise ValueError(f"{ckpt_path} belongs to a run with other settings; remove it or use another --out")
     if ckpt.get("threads", threads) != threads:
