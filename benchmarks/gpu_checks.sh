@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Everything the companion checks on a GPU, in one command that fits a short loan of a GPU machine (<= 9 minutes):
 #
-#   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--state DIR] [--out DIR] [--skip-quick]
-#                                 [--finished DIR]
+#   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--state DIR] [--out DIR] [--pack DIR]
+#                                 [--skip-quick] [--finished DIR]
 #
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
 #      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
-#   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone: the check the paper-scale runs
-#      stand on);
+#   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone, a stopped one resumes there: the
+#      checks the paper-scale runs stand on; run also with --skip-quick);
 #   3. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed), then the
 #      rest of the test suite under JOMA_DEVICE=cuda;
@@ -17,8 +17,10 @@
 #      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration
 #      (40 runs in 4 stacks of 10, each finished stack kept; TF32 products: in fp32 its ~1.1e17 FLOP alone take
 #      ~28 minutes of an H100).
-# Each step's output goes to the results folder (--out: $OUT where the device tool sets it, else gpu_runs/out), with
-# a one-page summary.md. The runs' checkpoints live in the state folder (--state, default gpu_runs/state, ignored by
+# Each step's output goes to the results folder (--out, default gpu_runs/out), with a one-page summary.md. After
+# every step, the summary and the whole results folder as results.tar.gz are copied to --pack (default $OUT, where
+# the device tool sets it): that tool brings back at most 8 files, two folders deep, and a loan's results are
+# dozens (a log per step, the finished runs' files), so they travel as one archive. The runs' checkpoints live in the state folder (--state, default gpu_runs/state, ignored by
 # git), so a second call on the same machine continues: steps already done are not repeated (their results are in
 # the state folder's done/), finished runs are kept and unfinished ones resume from their checkpoints.
 # A later loan is a fresh machine: nothing of the state folder is left, and checkpoints (GBs) cannot travel. What
@@ -34,7 +36,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-budget=530 state=gpu_runs/state out="${OUT:-gpu_runs/out}" dry_run=0 skip_quick=0 finished=benchmarks/gpu_finished
+budget=530 state=gpu_runs/state out=gpu_runs/out pack="${OUT:-}" dry_run=0 skip_quick=0 finished=benchmarks/gpu_finished
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --budget) budget=${2:-}; shift ;;
     --state) state=${2:-}; shift ;;
     --out) out=${2:-}; shift ;;
+    --pack) pack=${2:-}; shift ;;
     --finished) finished=${2:-}; shift ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -50,6 +53,9 @@ while [ $# -gt 0 ]; do
 done
 if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -lt 60 ] || [ "$budget" -gt 36000 ]; then
   echo "error: --budget must be a whole number of seconds in [60, 36000], got '$budget'" >&2; exit 2
+fi
+if [ -n "$pack" ] && [ "$(realpath -m "$pack")" = "$(realpath -m "$out")" ]; then
+  echo "error: --pack must be another folder than --out ($out): the archive of --out cannot lie inside it" >&2; exit 2
 fi
 
 PY=${PYTHON:-python3}
@@ -79,6 +85,8 @@ at_limit() {  # the command of step $1 under a cap of $2 seconds
   echo "$command"
 }
 
+# only the modules that hold gpu-marked tests: the others import packages a GPU machine may lack (sphinx, ...)
+gpu_test_files=$(grep -l '^@pytest.mark.gpu' tests/test_*.py | tr '\n' ' ')
 lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 3 --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \
@@ -87,7 +95,7 @@ steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
   "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 8 \
 --json $out/table1_bench.json"
-  "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu tests"
+  "tests-gpu|60|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"
   "verify|170|timeout -s INT @VERIFY_SECONDS@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store \
 --keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \
 env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"
@@ -98,7 +106,7 @@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $o
 
 if [ "$dry_run" = 1 ]; then
   problems=0
-  echo "gpu_checks plan: budget ${budget}s, state $state, results $out"
+  echo "gpu_checks plan: budget ${budget}s, state $state, results $out, packed into ${pack:-nowhere (no --pack, no \$OUT)}"
   if [ -d .whl ]; then echo "  wheels: $(ls .whl/*.whl 2>/dev/null | wc -l) in .whl/ (installed before the steps)"
   else echo "  wheels: no .whl/ (run \`make wheelhouse\` where a package index answers, and carry .whl)"; fi
   lm_help=$($PY -m joma_lib.lm run --help) || { echo "  PROBLEM: joma_lib.lm run --help fails"; problems=1; }
@@ -143,11 +151,30 @@ echo >> "$summary"
 echo "| step | seconds | exit | result |" >> "$summary"
 echo "|---|---|---|---|" >> "$summary"
 
+# what a later loan carries in: every finished run's result files (small), never a checkpoint; then the results
+# folder, packed for the device tool (after every step: a call cut at its limit still brings back what was done)
+keep_results() {
+  local run
+  for run in "$state"/runs/paper/*/; do
+    if [ -f "$run/result.json" ]; then
+      mkdir -p "$out/finished/paper/$(basename "$run")" && cp "$run"/result.* "$out/finished/paper/$(basename "$run")/"
+    fi
+  done
+  if [ -d "$state/runs/table1" ]; then
+    mkdir -p "$out/finished/table1"
+    find "$state/runs/table1" -maxdepth 1 -type f ! -name '*.pt*' ! -name '.*' -exec cp {} "$out/finished/table1/" \;
+  fi
+  if [ -n "$pack" ]; then
+    mkdir -p "$pack" && cp "$summary" "$pack/summary.md" \
+      && tar -czf "$pack/results.tar.gz.part" -C "$out" . && mv "$pack/results.tar.gz.part" "$pack/results.tar.gz"
+  fi
+}
+
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1} MPLBACKEND=Agg
 for s in "${steps[@]}"; do
   IFS='|' read -r name seconds command <<< "$s"
   if [ -f "$state/done/$name" ]; then echo "| $name | - | - | done in an earlier call |" >> "$summary"; continue; fi
-  case "$name" in bench*|verify|tests*) [ "$skip_quick" = 1 ] && continue ;; esac
+  case "$name" in bench*|verify|tests) [ "$skip_quick" = 1 ] && continue ;; esac
   limit=$(cap "$seconds")
   if [ "$limit" -lt 15 ]; then echo "| $name | - | - | not started: budget spent |" >> "$summary"; continue; fi
   command=$(at_limit "$name" "$limit" "$command")
@@ -165,21 +192,13 @@ for s in "${steps[@]}"; do
     *) result="exit $rc: $last" ;;
   esac
   echo "| $name | $secs | $rc | $result |" >> "$summary"
+  keep_results
 done
-# what a later loan carries in: every finished run's result files (small), never a checkpoint
-for run in "$state"/runs/paper/*/; do
-  if [ -f "$run/result.json" ]; then
-    mkdir -p "$out/finished/paper/$(basename "$run")" && cp "$run"/result.* "$out/finished/paper/$(basename "$run")/"
-  fi
-done
-if [ -d "$state/runs/table1" ]; then
-  mkdir -p "$out/finished/table1"
-  find "$state/runs/table1" -maxdepth 1 -type f ! -name '*.pt*' ! -name '.*' -exec cp {} "$out/finished/table1/" \;
-fi
+keep_results
 {
   echo
   echo "Finished runs now: $(ls "$out"/finished/paper/*/result.json 2>/dev/null | wc -l) of the paper sweep's 30 (in" \
-       "$out/finished/: commit them to benchmarks/gpu_finished/ for the next loan)."
+       "$out/finished/, also in results.tar.gz: commit them to benchmarks/gpu_finished/ for the next loan)."
   echo
   echo "## Runs"
   echo '```'
@@ -187,4 +206,5 @@ fi
   echo '```'
   echo "Total: $(( $(date +%s) - start )) s of a ${budget} s budget."
 } >> "$summary"
+keep_results
 cat "$summary"
