@@ -7,9 +7,9 @@ depth, four steps alternate in one process (same inputs, threads and GPU), media
 * ours, one run: :func:`joma_lib.lm.step.train_step` (the unstacked runner), fp32;
 * ours, one run as a stack of one: :class:`joma_lib.lm.stack_step.StackStep` (one CUDA graph on a GPU), in the
   precision ``auto`` would measure fastest for it (each candidate is timed; all are printed);
-* ours, a stack of R runs (on a GPU 3, the seeds of one setting, as ``gpu_checks.sh`` trains the paper sweep with
-  ``--stack-size 3``; ``--stack 21`` for the 5-layer runs as one stack), in its fastest precision; the per-run time
-  is the stack's step over R.
+* ours, a stack of R runs (on a GPU as ``gpu_checks.sh`` trains the paper sweep with ``--stack-size 7``: 7 of the
+  21 runs of the 5-layer model, the 3 seeds of every other depth; ``--stack 21`` for the 5-layer runs as one
+  stack), in its fastest precision; the per-run time is the stack's step over R.
 
 From the stacked step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and
 prints it. On a CPU it also times the unstacked step on one thread (each precision) and prints what ``--jobs 2`` would give per run
@@ -40,8 +40,8 @@ from joma_lib.lm.step import make_optimizer, train_step
 
 #: runs of each depth in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
 PAPER_RUNS = {1: 3, 2: 3, 5: 21, 10: 3}
-#: runs per stack on a GPU (benchmarks/gpu_checks.sh: --stack-size 3)
-GPU_STACK = 3
+#: at most this many runs per stack on a GPU (benchmarks/gpu_checks.sh: --stack-size 7)
+GPU_STACK = 7
 PAPER_STEPS = 58_000
 
 
@@ -93,8 +93,8 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--stack", type=int, default=None, help=f"runs per stack (default {GPU_STACK} on a GPU, as "
-                                                            "gpu_checks.sh trains them; 2 on a CPU)")
+    p.add_argument("--stack", type=int, default=None, help=f"runs per stack (default on a GPU: as gpu_checks.sh "
+                                                            f"trains them, up to {GPU_STACK}; 2 on a CPU)")
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")
@@ -114,7 +114,7 @@ def main() -> None:
           f"{'authors/one':>11} {'authors/stacked':>15}")
     rows, projected = [], 0.0
     for n in args.layers:
-        n_stack = args.stack or (GPU_STACK if device.type == "cuda" else 2)
+        n_stack = args.stack or (min(GPU_STACK, PAPER_RUNS.get(n, GPU_STACK)) if device.type == "cuda" else 2)
         ms = bench(device, n, n_stack, args.vocab, args.repeats, args.clock)
         one = min((k for k in ms if k.startswith("one ")), key=ms.__getitem__)
         stack = min((k for k in ms if k.startswith("stack ")), key=ms.__getitem__)

@@ -2,18 +2,19 @@
 # Everything the companion checks on a GPU, in one command that fits a short loan of a GPU machine (<= 9 minutes):
 #
 #   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--state DIR] [--out DIR] [--pack DIR]
-#                                 [--skip-quick] [--finished DIR]
+#                                 [--skip-checks] [--finished DIR]
 #
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
 #      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
 #   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone, a stopped one resumes there: the
-#      checks the paper-scale runs stand on; run also with --skip-quick);
+#      checks the paper-scale runs stand on);
 #   3. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed), then the
 #      rest of the test suite under JOMA_DEVICE=cuda;
-#   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs in stacks of 3, the seeds of one
-#      setting, so that a loan finishes whole stacks; WikiText-2 where the
+#   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs in 6 stacks: the 3 seeds of each
+#      of the 1-, 2- and 10-layer models, the 21 runs of the 5-layer model in 3 stacks of 7, so that a loan finishes
+#      whole stacks; WikiText-2 where the
 #      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration
 #      (40 runs in 4 stacks of 10, each finished stack kept; TF32 products: in fp32 its ~1.1e17 FLOP alone take
 #      ~28 minutes of an H100).
@@ -28,19 +29,20 @@
 # committed to benchmarks/gpu_finished/ (--finished), they are copied into the state folder at the start of the
 # next loan, whose runners then load those runs instead of training them (each checks its config), and whose
 # --precision auto is pinned to the precision they were trained in. So whole stacks finished in one loan stay
-# finished, and the paper-scale runs accumulate over loans. Pass --skip-quick once the quick checks' results
-# are committed.
+# finished, and the paper-scale runs accumulate over loans. Pass --skip-checks once verify's and the test suite's
+# results are committed: the loan then goes to the runs, after the benchmarks (each loan measures the code it runs,
+# ~40 s) and the gpu-marked tests.
 # Without network: `make wheelhouse` (on a machine with a package index) puts the wheels this needs beyond the GPU
 # machine's own packages into .whl/; this script installs them from there (pip --no-index --target).
 # --dry-run checks the inputs and prints the plan on any machine, GPU or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-budget=530 state=gpu_runs/state out=gpu_runs/out pack="${OUT:-}" dry_run=0 skip_quick=0 finished=benchmarks/gpu_finished
+budget=530 state=gpu_runs/state out=gpu_runs/out pack="${OUT:-}" dry_run=0 skip_checks=0 finished=benchmarks/gpu_finished
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
-    --skip-quick) skip_quick=1 ;;
+    --skip-checks) skip_checks=1 ;;
     --budget) budget=${2:-}; shift ;;
     --state) state=${2:-}; shift ;;
     --out) out=${2:-}; shift ;;
@@ -87,7 +89,7 @@ at_limit() {  # the command of step $1 under a cap of $2 seconds
 
 # only the modules that hold gpu-marked tests: the others import packages a GPU machine may lack (sphinx, ...)
 gpu_test_files=$(grep -l '^@pytest.mark.gpu' tests/test_*.py | tr '\n' ' ')
-lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 3 --max-vocab 33278 --precision $precision --device cuda \
+lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 7 --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
@@ -174,7 +176,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLIN
 for s in "${steps[@]}"; do
   IFS='|' read -r name seconds command <<< "$s"
   if [ -f "$state/done/$name" ]; then echo "| $name | - | - | done in an earlier call |" >> "$summary"; continue; fi
-  case "$name" in bench*|verify|tests) [ "$skip_quick" = 1 ] && continue ;; esac
+  case "$name" in verify|tests) [ "$skip_checks" = 1 ] && continue ;; esac
   limit=$(cap "$seconds")
   if [ "$limit" -lt 15 ]; then echo "| $name | - | - | not started: budget spent |" >> "$summary"; continue; fi
   command=$(at_limit "$name" "$limit" "$command")

@@ -74,6 +74,25 @@ def test_a_runs_counter_masks_do_not_depend_on_the_runs_beside_it_and_change_wit
     assert torch.all((ones - 0.5).abs() < 0.01)
 
 
+def test_counter_masks_drawn_all_at_once_are_the_masks_drawn_site_by_site():
+    """After the first step of a shape (site by site, sizes recorded), later steps of that shape hash every site's
+    words at once: the same bits, step after step; a step of another shape is drawn site by site again."""
+    sizes = [100, 37, 250, 1]
+    batched = CounterMasks([7, 8, 9], step=5, device=torch.device("cpu"))
+    for step in range(5, 8):
+        by_site = CounterMasks([7, 8, 9], step=step, device=torch.device("cpu"))  # never plans: no key
+        batched.start_step(("B", "T"))
+        assert (batched._words is not None) == (step > 5)
+        for n in sizes:
+            assert torch.equal(batched.bits(n), by_site.bits(n))
+        batched.advance()
+    batched.start_step(("other",))
+    assert batched._words is None
+    batched.start_step(("B", "T"))
+    with pytest.raises(ValueError, match="site 0 .* draws 99 entries, where the first such step drew 100"):
+        batched.bits(99)
+
+
 def test_mix64_is_splitmix64_modulo_2_to_the_64():
     def reference(z: int) -> int:
         z &= 2**64 - 1

@@ -2,14 +2,14 @@
 gradient-norm clip and Adam, with nothing read back to the host, so that on a GPU the whole step is captured
 once as a CUDA graph and replayed (one launch instead of hundreds: the unstacked step is launch-bound there).
 
-Adam is written out (Kingma & Ba 2015, Algorithm 1, as ``torch.optim.Adam`` computes it) because each run has
-its own learning rate and its own step count: for run ``r`` with gradient ``g``,
+Each run has its own learning rate and its own step count. For run ``r`` with gradient ``g``, Adam (Kingma & Ba
+2015, Algorithm 1, as ``torch.optim.Adam`` computes it) is
 
     m <- b1 m + (1 - b1) g,   v <- b2 v + (1 - b2) g^2,
     theta <- theta - lr_r / (1 - b1^t_r) * m / (sqrt(v) / sqrt(1 - b2^t_r) + eps),
 
-On the CPU, where nothing is captured, each run's slices go through torch's fused Adam instead
-(:func:`fused_adam_`), the unstacked runner's own kernel. The clip of each run's gradient to norm ``c_r`` is
+which is what each run's slices go through: torch's fused Adam (:func:`fused_adam_`), the unstacked runner's own
+kernel on the CPU, one call per run. The clip of each run's gradient to norm ``c_r`` is
 ``torch.nn.utils.clip_grad_norm_``'s:
 ``g <- g * min(1, c_r / (||g_r|| + 1e-6))`` with ``||g_r||`` over all of run ``r``'s parameters.
 """
@@ -30,11 +30,6 @@ BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as make_optimize
 WARMUP_STEPS = 3
 
 
-def _per_run(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """``t [R]`` shaped to broadcast against ``like [R, ...]``."""
-    return t.view(-1, *([1] * (like.ndim - 1)))
-
-
 class AdamState:
     """Each run's Adam moments and step count for every parameter of a stack (zero: a fresh optimiser)."""
 
@@ -51,44 +46,35 @@ class AdamState:
 
 @torch.no_grad()
 def clip_(grads: Sequence[torch.Tensor], clip: torch.Tensor) -> None:
-    """Scale each run's gradients so that their norm is at most ``clip[r]`` (see the module docstring)."""
-    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])  # [P, R]
-    coef = (clip.to(norms.dtype) / (torch.linalg.vector_norm(norms, dim=0) + 1e-6)).clamp(max=1.0)
-    for g in grads:
-        g.mul_(_per_run(coef, g))
-
-
-@torch.no_grad()
-def adam_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: AdamState, lr: torch.Tensor
-          ) -> None:
-    """One Adam update of every run (see the module docstring)."""
-    b1, b2 = BETAS
-    state.steps += 1
-    step_size = lr / (1 - b1**state.steps)  # per run, in float64 as torch's scalars; rounded to p's dtype below
-    correction2 = (1 - b2**state.steps).sqrt()
-    for p, g, m, v in zip(params, grads, state.exp_avg, state.exp_avg_sq, strict=True):
-        m.lerp_(g, 1 - b1)
-        v.mul_(b2).addcmul_(g, g, value=1 - b2)
-        denom = (v.sqrt() / _per_run(correction2.to(v.dtype), v)).add_(EPS)
-        p.addcmul_(m / denom, _per_run(step_size.to(p.dtype), p), value=-1.0)
+    """Scale each run's gradients so that their norm is at most ``clip[r]`` (see the module docstring), as
+    ``clip_grad_norm_`` does for one run: the norm of its tensors' norms, then one multi-tensor scaling."""
+    runs = [[g[r] for g in grads] for r in range(clip.numel())]
+    norms = torch.stack([torch.nn.utils.get_total_norm(run, foreach=True) for run in runs])  # [R]
+    coef = (clip.to(norms.dtype) / (norms + 1e-6)).clamp(max=1.0)
+    for run, c in zip(runs, coef.unbind(), strict=True):
+        torch._foreach_mul_(run, c)
 
 
 @torch.no_grad()
 def fused_adam_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: AdamState, lr: torch.Tensor
                 ) -> None:
-    """:func:`adam_` on the CPU: each run's slices go through torch's fused Adam, the kernel of the unstacked
-    runner's optimiser (:func:`~joma_lib.lm.step.make_optimizer`), which reads and writes each tensor once instead
-    of the written-out update's seven passes and three temporaries. A run's slice ``p[r]`` of a stacked
-    parameter is contiguous, so the kernel updates the stack in place; a gradient can come strided (that of a
-    transposed weight in a batched product), and the kernel walks every tensor in the parameter's layout, so it is
-    made contiguous first."""
+    """One Adam update of every run (see the module docstring): each run's slices go through torch's fused Adam,
+    the kernel of the unstacked runner's optimiser (:func:`~joma_lib.lm.step.make_optimizer`), with the run's own
+    learning rate and step count. It reads and writes each tensor once; on a GPU a call is a couple of kernels for
+    all of a run's tensors (a written-out update was ten per tensor) and reads its learning rate and step from the
+    device, so the step can be captured. A run's slice ``p[r]`` of a stacked parameter is contiguous, so the
+    kernel updates the stack in place; a gradient can come strided (that of a transposed weight in a batched
+    product), and the kernel walks every tensor in the parameter's layout, so it is made contiguous first."""
     b1, b2 = BETAS
-    for r in range(state.steps.numel()):
-        # torch's Adam keeps a float32 step per tensor and adds 1 to it before the update
-        steps = [torch.tensor(float(state.steps[r]), dtype=torch.float32) for _ in params]
-        adam([p[r] for p in params], [g[r].contiguous() for g in grads], [m[r] for m in state.exp_avg],
-             [v[r] for v in state.exp_avg_sq], [], steps, fused=True, amsgrad=False, beta1=b1, beta2=b2,
-             lr=float(lr[r]), weight_decay=0.0, eps=EPS, maximize=False)
+    grads = [g.contiguous() for g in grads]
+    # torch's Adam keeps a float32 step per tensor and adds 1 to it before the update
+    steps = state.steps.to(torch.float32)[:, None].repeat(1, len(params))
+    on_cpu = lr.device.type == "cpu"
+    run_lrs = lr.tolist() if on_cpu else lr.to(torch.float32).unbind()
+    for r, run_lr in enumerate(run_lrs):
+        adam([p[r] for p in params], [g[r] for g in grads], [m[r] for m in state.exp_avg],
+             [v[r] for v in state.exp_avg_sq], [], list(steps[r].unbind()), fused=True, amsgrad=False, beta1=b1,
+             beta2=b2, lr=run_lr, weight_decay=0.0, eps=EPS, maximize=False)
     state.steps += 1
 
 
@@ -112,12 +98,12 @@ class StackStep:
     def _body(self, x: torch.Tensor, y: torch.Tensor) -> None:
         masks = self.model.masks
         if isinstance(masks, CounterMasks):
-            masks.start_step()
+            masks.start_step(tuple(x.shape))
         with numerics(self.precision, self.device):
             losses = self.model.losses(x, y)
         grads = torch.autograd.grad(losses.sum(), self.params)
         clip_(grads, self.clip)
-        (fused_adam_ if self.device.type == "cpu" else adam_)(self.params, grads, self.state, self.lr)
+        fused_adam_(self.params, grads, self.state, self.lr)
         with torch.no_grad():
             self.running += losses.detach()
         if isinstance(masks, CounterMasks):

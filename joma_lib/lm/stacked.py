@@ -22,8 +22,9 @@ masks at every step and a resumed run needs nothing but its step).
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Protocol
 
 import torch
@@ -87,24 +88,71 @@ class CounterMasks:
     The step lives on the device (``step``, advanced by :meth:`advance` inside the step), the site is counted
     on the host and restarts at every step (:meth:`start_step`), so a captured step draws new masks at every
     replay, and the masks of a run do not depend on the runs stacked beside it.
+
+    The hash is a chain of a dozen elementwise integer operations, each one kernel on a GPU: drawn site by site,
+    the masks were about 45 kernels a site, 180 a layer, most of a GPU step. So the first step of a shape
+    records the sizes of its sites, and every later step of that shape (``start_step(key)``) hashes the words of
+    all its sites at once, to the same bits; :meth:`bits` then hands out their slices in order.
     """
 
     def __init__(self, seeds: Sequence[int], step: int, device: torch.device) -> None:
         self.seeds = torch.tensor(list(seeds), dtype=torch.int64, device=device)
         self.step = torch.tensor(step, dtype=torch.int64, device=device)
         self.site = 0
+        self._key: Hashable = None
+        self._sizes: list[int] = []  # the sites drawn so far in this step
+        self._plans: dict[Hashable, _SitePlan] = {}
+        self._words: torch.Tensor | None = None  # this step's words of every site, [R, W], when planned
 
-    def start_step(self) -> None:
-        self.site = 0
+    def start_step(self, key: Hashable = None) -> None:
+        """A new step, of shape ``key``: if a step of that shape was seen, hash all its sites' words now."""
+        self.site, self._key, self._sizes = 0, key, []
+        plan = self._plans.get(key)
+        self._words = None if plan is None else plan.words(self._streams(plan.sites))
 
     def advance(self) -> None:
+        """The step is over: the counter moves on (on the device); a first step of its shape leaves its plan."""
         self.step += 1
+        if self._key is not None and self._key not in self._plans:
+            self._plans[self._key] = _SitePlan(self._sizes, self.seeds.device)
+
+    def _streams(self, sites: torch.Tensor | int) -> torch.Tensor:
+        """Each run's stream of each site, ``[R, len(sites)]`` (``[R, 1]`` for one site given as a number)."""
+        return mix64(mix64(self.step * _GOLDEN + sites) + self.seeds[:, None] * _GOLDEN)
 
     def bits(self, n: int) -> torch.Tensor:
-        stream = mix64(mix64(self.step * _GOLDEN + self.site) + self.seeds * _GOLDEN)  # [R]
+        site = self.site
         self.site += 1
-        index = torch.arange((n + 3) // 4, dtype=torch.int64, device=self.seeds.device) * _GOLDEN
-        return mix64(stream[:, None] + index).view(torch.int16)[:, :n].reshape(-1)
+        if self._words is not None:
+            plan = self._plans[self._key]
+            if plan.sizes[site:site + 1] != [n]:
+                raise ValueError(f"dropout site {site} of a step of shape {self._key} draws {n} entries, where the "
+                                 f"first such step drew {plan.sizes[site] if site < len(plan.sizes) else 'none'}")
+            words = self._words[:, plan.offsets[site]:plan.offsets[site + 1]]
+        else:
+            self._sizes.append(n)
+            index = torch.arange((n + 3) // 4, dtype=torch.int64, device=self.seeds.device)
+            words = mix64(self._streams(site) + index * _GOLDEN)
+        return words.view(torch.int16)[:, :n].reshape(-1)
+
+
+class _SitePlan:
+    """The dropout sites of a step of one shape: their sizes, where each one's words lie in the step's ``[R, W]``
+    words, and for every word its site and its index in the site (on the device, made once)."""
+
+    def __init__(self, sizes: Sequence[int], device: torch.device) -> None:
+        self.sizes = list(sizes)
+        counts = [(n + 3) // 4 for n in self.sizes]
+        self.offsets = [0, *itertools.accumulate(counts)]
+        site_of_word = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.int64))
+        index = torch.arange(self.offsets[-1]) - torch.tensor(self.offsets[:-1], dtype=torch.int64)[site_of_word]
+        self.sites = torch.arange(len(counts), dtype=torch.int64, device=device)
+        self.site_of_word = site_of_word.to(device)
+        self.index = index.to(device) * _GOLDEN
+
+    def words(self, streams: torch.Tensor) -> torch.Tensor:
+        """Every site's words at once, from each run's site streams ``[R, S]``: ``[R, W]``."""
+        return mix64(streams.index_select(1, self.site_of_word) + self.index)
 
 
 def mask_source(device: torch.device, seeds: Sequence[int], step: int = 0,
