@@ -1,10 +1,12 @@
-"""The performance chapter (joma_lib.chapters.performance): the bf16-against-fp32 re-run and its measure."""
+"""The performance chapter (joma_lib.chapters.performance): the bf16-against-fp32 re-run and its measure; the GPU
+section's step table, goals and what says the step is bound by its kernels."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from joma_lib.chapters.performance import gpu
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, plot_precision
 
 
@@ -29,3 +31,51 @@ def test_the_figure_draws_entropy_and_loss_with_the_fp32_band():
     assert [ax.get_ylabel() for ax in fig.axes] == ["attention entropy (nats)", "validation loss (nats)"]
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["fp32, range of 3 seeds", "fp32, seed mean", "bf16, seed mean"]
+
+
+def _lm_stack(one_ms: list[float], stack_ms: list[float], sweep_s: float) -> dict:
+    """A stored ``lm_stack`` benchmark at depths 1, 2 and 5 (authors' step 10 ms per layer), stacks of 3."""
+    rows = []
+    for n, one, stack in zip((1, 2, 5), one_ms, stack_ms):
+        authors = 10.0 * n
+        rows.append({"layers": n, "stack": 3, "best_one": "one bf16", "best_stack": "stack tf32",
+                     "median_ms": {"authors": authors, "one bf16": one, "one fp32": 2 * one, "stack tf32": stack},
+                     "stack_ms_per_run": stack / 3, "authors_over_one": authors / one,
+                     "authors_over_stacked": authors / (stack / 3)})
+    return {"results": {"rows": rows, "projected_paper_sweep_s": sweep_s}}
+
+
+def _table1(stacked_s: float) -> dict:
+    return {"results": {"rows": {"unstacked": {"whole_table_s": 4 * stacked_s},
+                                 "stacked (bmm)": {"whole_table_s": stacked_s}}}}
+
+
+def test_the_step_table_names_each_steps_precision_and_the_two_ratios():
+    rows = gpu.step_rows(_lm_stack([2.5, 4.0, 8.0], [6.0, 9.0, 15.0], 3000))
+    assert rows[1] == {"layers": 2, "authors (ms)": 20.0, "ours, one run (ms)": "4.00 (bf16)",
+                       "ours, stack of R, per run (ms)": "3.00 (tf32, R = 3)", "authors / one run": "5.0x",
+                       "authors / stacked, per run": "6.7x"}
+
+
+def test_each_goal_is_met_or_not_by_the_stored_numbers():
+    # one run 4.0-6.2x (below 5x at 1 layer), stacked 5.0-10.0x; sweep 50 minutes; Table 1 stacked 20 minutes
+    goals = gpu.paper_scale_goals(_lm_stack([2.5, 4.0, 8.0], [6.0, 9.0, 15.0], 3000), _table1(1200))
+    assert [g.met for g in goals] == [False, True, False, False]
+    assert [g.measured for g in goals] == ["4.0–6.2x, by depth", "5.0–10.0x, by depth",
+                                           "50 minutes projected (stacks, training only)",
+                                           "20 minutes projected stacked (80 run by run)"]
+    assert "30-run" in goals[2].goal and "all 40 runs" in goals[3].goal and "at least 5x" in goals[0].goal
+    # every bar cleared: one run 5.0x and more, the sweep in 10 minutes, Table 1 in 5
+    goals = gpu.paper_scale_goals(_lm_stack([2.0, 4.0, 10.0], [5.0, 9.0, 15.0], 600), _table1(300))
+    assert all(g.met for g in goals)
+
+
+def test_a_step_bound_by_its_kernels_shows_in_the_stack_cost_and_the_layer_cost():
+    # one run: 2 ms + 1 ms per layer; the stack of 3: 3 ms + 1.1 ms per layer (arithmetic x3, time far less)
+    bound = gpu.launch_bound(_lm_stack([3.0, 4.0, 7.0], [4.1, 5.2, 8.5], 0))
+    assert bound["layer_ms_one"] == pytest.approx(1.0) and bound["layer_ms_stack"] == pytest.approx(1.1)
+    assert bound["stack_over_one"] == pytest.approx((8.5 / 7.0, 4.1 / 3.0))
+
+
+def test_the_run_counts_are_the_papers():
+    assert gpu.PAPER_SWEEP_RUNS == 30 and gpu.TABLE1_RUNS == 40  # 4 depths + 7 rates, 3 seeds (one shared); 20 x 2

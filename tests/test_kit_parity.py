@@ -1,10 +1,14 @@
-"""The CPU/GPU parity table (joma_lib.kit.parity): read from a committed GPU run report, or said to be waiting."""
+"""The CPU/GPU parity table (joma_lib.kit.parity): read from a committed GPU run report, or said to be waiting; it
+says how many of the registered figures the report reached."""
 
 from __future__ import annotations
 
 import pytest
 
 from joma_lib.kit import drift, parity
+from joma_lib.kit.registry import figure_ids
+
+REGISTERED = ["fig4", "fig6", "table1"]
 
 
 def _report(device: str) -> dict:
@@ -25,12 +29,37 @@ def test_without_a_gpu_run_the_table_says_it_is_waiting(tmp_path):
 def test_a_committed_gpu_report_becomes_the_table_with_the_gpu_named(tmp_path):
     path = tmp_path / "gpu_verify.json"
     drift.write_report(_report("GPU: NVIDIA H100 80GB HBM3"), path)
-    text = parity.parity_markdown(path)
-    assert text.startswith("On the NVIDIA H100 80GB HBM3 (torch 2.9.0+cu128), 1 of 3 figures lie within their GPU")
+    text = parity.parity_markdown(path, REGISTERED)
+    assert text.startswith("On the NVIDIA H100 80GB HBM3 (torch 2.9.0+cu128): 3 of the 3 figures reached, of which 1 "
+                           "lie within their GPU tolerance")
+    assert "Not reached" not in text
     assert "| `fig4` | largest deviation 2.5e-07 in `attn`, 0.2 x its tolerance (rtol 0.0001, atol 1e-06) | " \
            "within tolerance |" in text
     assert "| `table1` |" in text and "**beyond tolerance**" in text and "| `fig6` |" in text and "not checked" in text
-    assert parity.parity_table(path).data == text
+    assert parity.parity_table(path).data == parity.parity_markdown(path)
+
+
+def test_a_report_cut_short_says_how_many_of_the_registered_figures_it_reached(tmp_path):
+    path = tmp_path / "gpu_verify.json"
+    drift.write_report(_report("GPU: NVIDIA H200"), path)
+    registered = ["fig2a", *REGISTERED, "fig8"]
+    text = parity.parity_markdown(path, registered)
+    assert text.startswith("On the NVIDIA H200 (torch 2.9.0+cu128): 3 of the 5 figures reached, of which 1 lie within")
+    assert "Not reached, waiting for the next GPU run: `fig2a`, `fig8`." in text and "| `fig8` |" not in text
+    assert parity.parity_coverage(path, registered) == (REGISTERED, ["fig2a", "fig8"])
+    # a figure the report holds that is no longer registered is named, not counted
+    text = parity.parity_markdown(path, ["fig4", "fig6"])
+    assert "2 of the 2 figures reached, of which 1 lie" in text and "No longer registered, left out: `table1`." in text
+    assert "| `table1` |" not in text
+    # without a report nothing is reached; by default the registry's figures are counted
+    assert parity.parity_coverage(tmp_path / "none.json", registered) == ([], sorted(registered))
+    assert parity.parity_coverage(tmp_path / "none.json") == ([], figure_ids())
+
+
+def test_the_committed_gpu_report_counts_the_registry():
+    reached, missing = parity.parity_coverage()
+    assert reached and sorted(reached + missing) == figure_ids()
+    assert f"{len(reached)} of the {len(figure_ids())} figures reached" in parity.parity_markdown()
 
 
 def test_a_report_made_on_a_cpu_is_refused(tmp_path):

@@ -31,16 +31,16 @@ from joma_lib.kit.harness import (
     verify,
 )
 from joma_lib.kit.ledger_views import headline, html_table, story_markdown, story_verdict
-from joma_lib.kit.parity import parity_table
+from joma_lib.kit.parity import parity_coverage, parity_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_claim, get_spec, registry
 from joma_lib.lm import authors as _authors  # noqa: F401 - declares JOMA_OFFICIAL_DIR, which the figures read
 from joma_lib.base.startup import check_environment
 
 __all__ = [
     "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger", "check_claims",
-    "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec", "glue", "headline", "html_table", "ledger",
-    "load_reference", "load_results", "parity_table", "registry", "save_outputs", "show", "story_markdown",
-    "story_verdict", "surprises", "update_reference", "verify", "with_static_view",
+    "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec", "glue", "headline", "html_table",
+    "ledger", "load_reference", "load_results", "parity_coverage", "parity_table", "registry", "save_outputs", "show",
+    "story_markdown", "story_verdict", "surprises", "update_reference", "verify", "with_static_view",
 ]
 
 check_environment()  # a page's first import: a bad environment variable fails here, before any figure is made

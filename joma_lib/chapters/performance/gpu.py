@@ -1,0 +1,89 @@
+"""The Performance page's GPU section: the language model's step per depth and the goals of the paper-scale work,
+read from the stored GPU benchmarks (``lm_stack``: ``benchmarks/bench_lm_stack.py --device cuda``; ``table1_bench``:
+``benchmarks/bench_table1_stack.py --config full --device cuda``). Every verdict is computed from the stored numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from joma_lib.lm.presets import PRESETS
+from joma_lib.theory.table1.runs import CONFIGS
+from joma_lib.theory.table1.stacked import stack_runs
+
+PAPER_SWEEP_RUNS = len({(n, lr, seed) for name in ("paper", "paper-lr") for n in PRESETS[name]["layers"]
+                        for lr in PRESETS[name]["lr"] for seed in PRESETS[name]["seeds"]})
+"""The distinct runs of Figs. 6 and 8 (Fig. 6's 5-layer runs are Fig. 8's at its learning rate)."""
+TABLE1_RUNS = len(stack_runs(CONFIGS["full"]))
+"""The runs of Table 1 at its full configuration."""
+ONE_RUN_BAR = 5.0
+"""The goal for one run: its step at least this many times as fast as the authors' step, on the same GPU."""
+SWEEP_BAR_MINUTES = 10.0
+"""The goal for the 30-run paper sweep of Figs. 6 and 8 on one GPU (training only), in minutes."""
+TABLE1_BAR_MINUTES = 5.0
+"""The goal for Table 1 at its full configuration, all 40 runs, on one GPU, in minutes."""
+TABLE1_ENGINE = "stacked (bmm)"
+"""The Table 1 stack the command line trains with (``bench_table1_stack.py`` also times the vmap alternative)."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal of the paper-scale work and what the stored GPU benchmarks make of it."""
+
+    goal: str
+    measured: str
+    met: bool
+
+
+def ratio_range(lm_stack: Mapping[str, Any], key: str) -> str:
+    """The smallest and the largest of a ratio over the depths (``authors_over_one``, ``authors_over_stacked``),
+    as the page writes them."""
+    values = [r[key] for r in lm_stack["results"]["rows"]]
+    return f"{min(values):.1f}–{max(values):.1f}"
+
+
+def step_rows(lm_stack: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per depth: the authors' step, our one-run step and our stacked step per run, each in its fastest
+    precision, and the two ratios (the authors' step over ours)."""
+    return [{"layers": r["layers"], "authors (ms)": round(r["median_ms"]["authors"], 2),
+             "ours, one run (ms)": f"{r['median_ms'][r['best_one']]:.2f} ({r['best_one'].removeprefix('one ')})",
+             "ours, stack of R, per run (ms)": (f"{r['stack_ms_per_run']:.2f} "
+                                                f"({r['best_stack'].removeprefix('stack ')}, R = {r['stack']})"),
+             "authors / one run": f"{r['authors_over_one']:.1f}x",
+             "authors / stacked, per run": f"{r['authors_over_stacked']:.1f}x"} for r in lm_stack["results"]["rows"]]
+
+
+def launch_bound(lm_stack: Mapping[str, Any]) -> dict[str, float | tuple[float, float]]:
+    """What says the step is bound by how many kernels run, not by their arithmetic: a stack's step over one run's
+    step per depth (``stack_over_one``, smallest and largest: the stack does R times the arithmetic), and the cost
+    of one more layer (the least-squares slope of the step over the depths, ms) for one run and for the stack."""
+    rows = lm_stack["results"]["rows"]
+    layers = [r["layers"] for r in rows]
+    one = [r["median_ms"][r["best_one"]] for r in rows]
+    stack = [r["median_ms"][r["best_stack"]] for r in rows]
+    ratios = [s / o for s, o in zip(stack, one)]
+    return {"stack_over_one": (min(ratios), max(ratios)), "layer_ms_one": float(np.polyfit(layers, one, 1)[0]),
+            "layer_ms_stack": float(np.polyfit(layers, stack, 1)[0])}
+
+
+def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) -> list[Goal]:
+    """The goals of the paper-scale work on one GPU, each with what the stored benchmarks measured or project."""
+    rows = lm_stack["results"]["rows"]
+    one, stacked = min(r["authors_over_one"] for r in rows), min(r["authors_over_stacked"] for r in rows)
+    sweep_min = lm_stack["results"]["projected_paper_sweep_s"] / 60
+    t1 = table1["results"]["rows"]
+    t1_min, t1_alone_min = t1[TABLE1_ENGINE]["whole_table_s"] / 60, t1["unstacked"]["whole_table_s"] / 60
+    return [
+        Goal(f"one run's step at least {ONE_RUN_BAR:.0f}x as fast as the authors' step",
+             f"{ratio_range(lm_stack, 'authors_over_one')}x, by depth", one >= ONE_RUN_BAR),
+        Goal(f"the same {ONE_RUN_BAR:.0f}x per run, runs of one shape stacked",
+             f"{ratio_range(lm_stack, 'authors_over_stacked')}x, by depth", stacked >= ONE_RUN_BAR),
+        Goal(f"the {PAPER_SWEEP_RUNS}-run paper sweep (Figs. 6 and 8) in at most {SWEEP_BAR_MINUTES:.0f} minutes",
+             f"{sweep_min:.0f} minutes projected (stacks, training only)", sweep_min <= SWEEP_BAR_MINUTES),
+        Goal(f"Table 1 at its full configuration, all {TABLE1_RUNS} runs, in at most {TABLE1_BAR_MINUTES:.0f} minutes",
+             f"{t1_min:.0f} minutes projected stacked ({t1_alone_min:.0f} run by run)", t1_min <= TABLE1_BAR_MINUTES),
+    ]
