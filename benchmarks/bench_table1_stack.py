@@ -38,7 +38,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
 from joma_lib.base.device import resolve_device
-from joma_lib.kit.benchmarks import machine
+from joma_lib.kit.benchmarks import machine, save_results
 from joma_lib.theory.table1.model import RunResult, Table1Config, numerics, setup_run
 from joma_lib.theory.table1.runs import CONFIGS, RunKey, train_runs
 from joma_lib.theory.table1.stacked import LabelStream, stack_parameters, stack_runs, stacked_losses, token_tables
@@ -147,7 +147,9 @@ def main() -> None:
     parser.add_argument("--runs", default=None, help="runs to stack (default: all of the configuration)")
     parser.add_argument("--steps", default="10", help="timed steps (default 10)")
     parser.add_argument("--threads", default=None, help="torch CPU threads (default: the configuration's)")
-    parser.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE")
+    parser.add_argument("--json", default=None, metavar="FILE", help="with --spread: also write the spread to FILE")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="store the timings as DIR/table1_bench.json (as joma_lib/kit/benchmark_results/ keeps them)")
     parser.add_argument("--spread", action="store_true", help="measure the spread of the numbers instead")
     parser.add_argument("--tf32", action="store_true", help="float32 matrix products in TF32 (CUDA only)")
     args = parser.parse_args()
@@ -188,9 +190,9 @@ def main() -> None:
         print(f"{name:<16} {1e3 * seconds:>10.2f} {1e3 * per_run[name]:>16.3f} "
               f"{per_run['unstacked'] / per_run[name]:>8.2f}x {table_s / 60:>10.1f} m")
     print(f"label drawing, {n_runs} runs, one step: {1e3 * drawing:.2f} ms (in a background thread while training)")
-    if args.json is not None:
-        Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "machine": machine(),
-                                               "label_drawing_ms": 1e3 * drawing, "rows": results}, indent=1))
+    if args.out is not None:
+        save_results("table1_bench", {"config": args.config, "device": str(device), "tf32": args.tf32,
+                                      "label_drawing_ms": 1e3 * drawing, "rows": results}, folder=args.out)
 
 
 if __name__ == "__main__":
