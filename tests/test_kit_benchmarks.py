@@ -54,7 +54,8 @@ def test_a_missing_result_names_the_stored_ones(tmp_path):
         benchmarks.load_results("missing", folder=tmp_path)
 
 
-@pytest.mark.parametrize("name", ["dynamics", "explorers", "lm_stack", "lm_step", "lm_step_system", "lm_sweep",
+@pytest.mark.parametrize("name", ["dynamics", "explorers", "lm_stack", "lm_step", "lm_step_ops", "lm_step_ops_ed7ff84",
+                                  "lm_step_system", "lm_sweep",
                                   "table1_bench", "theorem1_widget"])
 def test_the_shipped_results_load(name):
     stored = benchmarks.load_results(name)

@@ -87,3 +87,22 @@ def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) ->
         Goal(f"Table 1 at its full configuration, all {TABLE1_RUNS} runs, in at most {TABLE1_BAR_MINUTES:.0f} minutes",
              f"{t1_min:.0f} minutes projected stacked ({t1_alone_min:.0f} run by run)", t1_min <= TABLE1_BAR_MINUTES),
     ]
+
+
+def op_count_rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per depth and stack size, the operations (GPU kernels) of one stacked step in two stored counts
+    (``benchmarks/bench_step_ops.py``): ``before -> after`` and how many times fewer."""
+    rows = []
+    for b, a in zip(before["results"]["rows"], after["results"]["rows"], strict=True):
+        if b["layers"] != a["layers"] or b["ops"].keys() != a["ops"].keys():
+            raise ValueError("the two operation counts were made at different depths or stack sizes")
+        rows.append({"layers": b["layers"], **{f"R = {r}": f"{b['ops'][r]} → {a['ops'][r]} "
+                                                           f"({b['ops'][r] / a['ops'][r]:.1f}x fewer)"
+                                               for r in b["ops"]}})
+    return rows
+
+
+def ops_per_layer(counts: Mapping[str, Any], stack: str = "1") -> float:
+    """The operations one more layer adds to a step of ``stack`` runs (least-squares slope over the depths)."""
+    rows = counts["results"]["rows"]
+    return float(np.polyfit([r["layers"] for r in rows], [r["ops"][stack] for r in rows], 1)[0])
