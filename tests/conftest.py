@@ -10,8 +10,13 @@ book build kept in the figure store (``JOMA_FIGURE_STORE``, set by CI), computed
 that a CI run computes each figure once; their comparison with the reference is ``verify --from``'s.
 
 Tests of the figure harness and its faults draw a toy figure (``toy_spec``: a sine, cheap to make and to plot).
+
+The tests of the book's build need its tools (jupytext, nbformat, sphinx): on a machine without them (a GPU
+machine, which runs the suite under ``JOMA_DEVICE=cuda``) their modules are not collected, and the header says
+so; in CI, which installs the tools, they always are.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -41,6 +46,22 @@ if TYPE_CHECKING:
     from joma_lib.kit.explorer import Explorer
     from joma_lib.kit.registry import FigureSpec
     from joma_lib.lm.authors import SweepRuns
+
+
+#: the test modules of the book's build, each with the tool it imports
+BOOK_BUILD_TESTS = {"test_page_template.py": "jupytext", "test_publishing.py": "nbformat",
+                    "test_site_ext.py": "sphinx", "test_site_reader.py": "sphinx"}
+MISSING_BOOK_TOOLS = {} if os.environ.get("CI") else {
+    name: tool for name, tool in BOOK_BUILD_TESTS.items() if importlib.util.find_spec(tool) is None}
+collect_ignore = sorted(MISSING_BOOK_TOOLS)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Name the book-build test modules left out for want of their tool."""
+    if not MISSING_BOOK_TOOLS:
+        return None
+    return "not collected (the book's build tools are missing): " + ", ".join(
+        f"{name} ({tool})" for name, tool in sorted(MISSING_BOOK_TOOLS.items()))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
