@@ -64,7 +64,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     the largest tensor of the model.
 
     ``dtype=torch.bfloat16`` (mixed precision): the products run in bf16 (fp32 accumulation
-    inside the GEMM) and the logits are formed block by block (``_CHUNK_ROWS`` rows), each
+    inside the GEMM) and the logits are formed block by block (``_CHUNK_ROWS`` rows on a CPU), each
     block turned into its softmax (fp32 reductions) while it is in cache and stored in bf16;
     ``db`` comes out of the ``dW`` product (``G^T [h, 1]``), the loss ``-mean log p_{i, y_i}``
     is taken in fp32 and the gradients are returned in the parameters' dtype (fp32), so no
@@ -90,9 +90,10 @@ class LinearCrossEntropy(torch.autograd.Function):
         h_low = torch.cat([h, h.new_ones(n, 1)], dim=1).to(dtype)
         w_low, b_low = weight.to(dtype), bias.to(dtype)  # [V, d], [V]
         g = torch.empty(n, weight.shape[0], dtype=dtype, device=h.device)
-        for start in range(0, n, _CHUNK_ROWS):  # each block of logits becomes its softmax in place, in cache
-            block = g[start:start + _CHUNK_ROWS]
-            torch.softmax(torch.addmm(b_low, h_low[start:start + _CHUNK_ROWS, :d], w_low.t(), out=block), 1, out=block)
+        rows = _CHUNK_ROWS if h.device.type == "cpu" else n  # on a GPU blocks only add kernels: one block
+        for start in range(0, n, rows):  # each block of logits becomes its softmax in place, in cache
+            block = g[start:start + rows]
+            torch.softmax(torch.addmm(b_low, h_low[start:start + rows, :d], w_low.t(), out=block), 1, out=block)
         rows_all = torch.arange(n, device=h.device)
         picked = g[rows_all, target].float().clamp_min(torch.finfo(torch.float32).tiny)
         g[rows_all, target] -= 1.0  # G = p - e_y; the 1/N is applied to the small products in backward
