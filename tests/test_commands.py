@@ -14,7 +14,6 @@ Other programs (``jupyter-book``, ``pip``, ...) are not ours and are not run.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import re
 import runpy
@@ -32,8 +31,6 @@ _PYTHON = ("python", "python3", ".venv/bin/python")
 _STARTS = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:\.venv/bin/python3?|python3?|make|bash)\s+\S")
 _INLINE = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 _SEPARATORS = {"&&", "||", ";", "|"}
-KNOWN_FLAGS = {("joma_lib.base.cpu", "--refresh"): "read from argv by joma_lib.base.cpu (no argparse), as its docstring says"}
-"""Options a module reads without a help text listing them; each must still appear in the module's source."""
 
 
 def shown_commands(text: str) -> list[str]:
@@ -122,11 +119,7 @@ def python_module_checks(part: list[str]) -> list[str]:
         problems.append("prints nothing with --help")
     options = {arg.split("=")[0] for arg in args if arg.startswith("-") and arg not in {"-", "--"}}
     for option in sorted(options):
-        if (module, option) in KNOWN_FLAGS:
-            source = Path(importlib.util.find_spec(module).origin or "").read_text(encoding="utf-8")
-            if option not in source:
-                problems.append(f"{option} is listed in KNOWN_FLAGS but {module} does not read it")
-        elif not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text):
+        if not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text):
             problems.append(f"unknown option {option}")
     return problems
 

@@ -738,19 +738,19 @@ def _ctrl_c(*_: object, **__: object) -> None:
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("command", ["figures verify", "figures make", "figures sweep", "table1", "doctor", "cpu"])
+@pytest.mark.parametrize("command", ["figures verify", "figures make", "figures sweep", "table1", "doctor",
+                                     "doctor --refresh"])
 def test_ctrl_c_is_one_line_and_exit_code_130_in_every_command_line(refs, tmp_path, monkeypatch, capsys, command):
     import joma_lib.__main__ as doctor_cli
     import joma_lib.kit.cli as figures_cli
     import joma_lib.theory.table1.cli as table1_cli
-    from joma_lib.base import cpu
     from joma_lib.kit import doctor
 
     run = {"figures verify": (harness, "compute", lambda: main(["verify", "c-toy", "c-toy2"])),
            "figures make": (harness, "compute", lambda: main(["make", "c-toy", "--out", str(tmp_path / "out")])),
            "table1": (table1_cli, "run_table1", lambda: table1_cli.main(["--config", "quick", "--no-progress"])),
            "doctor": (doctor, "report", lambda: doctor_cli.main(["doctor"])),
-           "cpu": (cpu, "bf16_support", lambda: cpu.main([])),
+           "doctor --refresh": (doctor, "bf16_support", lambda: doctor_cli.main(["doctor", "--refresh"])),
            "figures sweep": (figures_cli, "plot_sweep",
                              lambda: main(["sweep", str(tmp_path), "-o", str(tmp_path / "f.png")]))}
     owner, name, call = run[command]

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from joma_lib.base.io import atomic_path, cache_dir
-from joma_lib.base.startup import command, declare_env
+from joma_lib.base.startup import declare_env
 
 ISA_ENV = "ONEDNN_MAX_CPU_ISA"
 INJECT_ENV = "JOMA_PROBE_INJECT"
@@ -265,23 +265,15 @@ def _child() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m joma_lib.base.cpu``: print the verdict (``--refresh`` probes again); ``--child`` is the probe."""
+    """``python -m joma_lib.base.cpu --child``: the probe's child process, which :func:`bf16_support` starts. The
+    verdict is for readers in ``python -m joma_lib doctor`` (``--refresh``: probe again)."""
     args = sys.argv[1:] if argv is None else argv
-    if args == ["--child"]:
-        _child()
-        return 0
-    usage = "usage: python -m joma_lib.base.cpu [--refresh]: print whether bf16 runs here (--refresh: probe again)"
-    if args in (["--help"], ["-h"]):
-        print(usage)
-        return 0
-    if args not in ([], ["--refresh"]):
-        print(f"{usage}; unknown arguments {args}", file=sys.stderr)
+    if args != ["--child"]:
+        print(f"usage: python -m joma_lib.base.cpu --child (the bf16 probe's child process; got {args}); whether "
+              "bf16 runs here: python -m joma_lib doctor [--refresh]", file=sys.stderr)
         return 2
-
-    def verdict() -> int:
-        print(bf16_support(refresh=args == ["--refresh"]).summary())
-        return 0
-    return command(verdict, interrupted="the probe's verdict was not kept")
+    _child()
+    return 0
 
 
 if __name__ == "__main__":

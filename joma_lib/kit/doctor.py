@@ -57,15 +57,15 @@ def _gpu() -> str:
     return f"{torch.cuda.get_device_name(0)} (bf16: {'yes' if torch.cuda.is_bf16_supported() else 'no'})"
 
 
-def report() -> list[str]:
-    """The doctor's lines: ``name: value``."""
+def report(refresh: bool = False) -> list[str]:
+    """The doctor's lines: ``name: value`` (``refresh``: probe bf16 again instead of reading the cached verdict)."""
     ident = cpu_identity()
     rows: list[tuple[str, Callable[[], str]]] = [
         ("python", lambda: f"{platform.python_version()} on {platform.system()} {platform.machine()}"),
         ("torch", lambda: f"{torch.__version__} (CUDA build: {torch.version.cuda or 'no'}, "
                           f"oneDNN: {'yes' if torch.backends.mkldnn.is_available() else 'no'})"),
         ("cpu", lambda: f"{ident.model}; flags: {' '.join(ident.flags) or 'none of the ones that matter'}"),
-        ("bf16 probe", lambda: bf16_support().summary()),
+        ("bf16 probe", lambda: bf16_support(refresh=refresh).summary()),
         ("probe cache", lambda: str(cache_file())),
         ("oneDNN ceiling", onednn_isa_limit),
         ("precision auto", _auto),
@@ -84,7 +84,7 @@ def report() -> list[str]:
     return lines
 
 
-def main() -> int:
+def main(refresh: bool = False) -> int:
     """Print :func:`report`; exit 0."""
-    print("\n".join(report()))
+    print("\n".join(report(refresh)))
     return 0
