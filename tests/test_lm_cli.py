@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import STACK_TOLERANCE
 
 import joma_lib.lm.sweep as sweep_module
 from joma_lib.kit.cli import main as figures_main
@@ -53,7 +54,7 @@ def test_stacked_runs_stop_at_their_deadline_and_the_same_command_finishes_them(
     assert main([*args, "--stack-size", "1", "--out", str(tmp_path / "single"), "--results",
                  str(tmp_path / "single.npz")]) == 0
     with np.load(tmp_path / "sweep.npz") as stacked, np.load(tmp_path / "single.npz") as single:
-        np.testing.assert_allclose(single["val_loss"], stacked["val_loss"], rtol=0, atol=2e-5)
+        np.testing.assert_allclose(single["val_loss"], stacked["val_loss"], rtol=0, atol=STACK_TOLERANCE)
 
 
 def test_several_presets_train_the_union_of_their_runs_once():

@@ -19,13 +19,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from conftest import STACK_TOLERANCE
 
 from joma_lib.lm.data import load_lm_data, n_chunks
 from joma_lib.lm.runs import load_checkpoint
 from joma_lib.lm.stack import shares, stack_key, stack_precision, stacks, train_stack
 from joma_lib.lm.step import train_run
 
-TOLERANCE = 2e-5
 KEYS = ("val_loss", "attn_entropy", "stable_rank", "train_loss")
 
 
@@ -47,7 +47,7 @@ def sweep(tiny_run, sweep_data):
 def _close(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
     np.testing.assert_array_equal(a["minibatch"], b["minibatch"])
     for key in KEYS:
-        np.testing.assert_allclose(a[key], b[key], rtol=0, atol=TOLERANCE, equal_nan=True, err_msg=key)
+        np.testing.assert_allclose(a[key], b[key], rtol=0, atol=STACK_TOLERANCE, equal_nan=True, err_msg=key)
 
 
 def test_a_stacked_sweep_trains_every_run_as_its_unstacked_run(tmp_path, sweep, sweep_data):
@@ -149,7 +149,7 @@ def test_a_stack_on_the_gpu_trains_each_run_as_it_trains_alone(tmp_path, sweep, 
         alone = train_stack([cfg], tmp_path / "one", "cuda", progress=False, data=sweep_data)
         assert alone is not None
         for key in KEYS:
-            np.testing.assert_allclose(alone[0][key], result[key], rtol=0, atol=10 * TOLERANCE, equal_nan=True)
+            np.testing.assert_allclose(alone[0][key], result[key], rtol=0, atol=10 * STACK_TOLERANCE, equal_nan=True)
 
 
 @pytest.mark.gpu
@@ -178,4 +178,4 @@ def test_a_stopped_run_resumes_on_the_gpu_to_the_uninterrupted_numbers(tmp_path,
     assert resumed is not None
     for a, b in zip(resumed, whole, strict=True):
         for key in KEYS:
-            np.testing.assert_allclose(a[key], b[key], rtol=0, atol=10 * TOLERANCE, equal_nan=True)
+            np.testing.assert_allclose(a[key], b[key], rtol=0, atol=10 * STACK_TOLERANCE, equal_nan=True)
