@@ -33,6 +33,10 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     # the gpu-marked tests run from their own modules only: a GPU machine lacks what others import (sphinx, ...)
     gpu_step = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["tests-gpu"])
     assert "tests/test_lm_stack.py" in gpu_step and "tests/test_site_reader.py" not in gpu_step
+    skipping = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--skip-checks", "--state", str(tmp_path / "state"),
+                    env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
+    assert [line.split()[0] for line in skipping.stdout.splitlines() if "skipped: --skip-checks" in line] == [
+        "verify", "tests"]
 
 
 def _finished_run(folder: Path, cfg, data) -> str:
