@@ -32,7 +32,7 @@ def test_a_committed_gpu_report_becomes_the_table_with_the_gpu_named(tmp_path):
     text = parity.parity_markdown(path, REGISTERED)
     assert text.startswith("On the NVIDIA H100 80GB HBM3 (torch 2.9.0+cu128): 3 of the 3 figures reached, of which 1 "
                            "lie within their GPU tolerance")
-    assert "Not reached" not in text
+    assert "Not reached" not in text and "bit for bit" not in text
     assert "| `fig4` | largest deviation 2.5e-07 in `attn`, 0.2 x its tolerance (rtol 0.0001, atol 1e-06) | " \
            "within tolerance |" in text
     assert "| `table1` |" in text and "**beyond tolerance**" in text and "| `fig6` |" in text and "not checked" in text
@@ -54,6 +54,14 @@ def test_a_report_cut_short_says_how_many_of_the_registered_figures_it_reached(t
     # without a report nothing is reached; by default the registry's figures are counted
     assert parity.parity_coverage(tmp_path / "none.json", registered) == ([], sorted(registered))
     assert parity.parity_coverage(tmp_path / "none.json") == ([], figure_ids())
+
+
+def test_figures_that_agree_bit_for_bit_are_counted_as_not_computed_by_the_gpu(tmp_path):
+    report = _report("GPU: NVIDIA H200")
+    report["figures"]["fig4"]["max_abs_dev"] = 0.0
+    drift.write_report(report, tmp_path / "gpu_verify.json")
+    text = parity.parity_markdown(tmp_path / "gpu_verify.json", REGISTERED)
+    assert "1 lie within their GPU tolerance of the CPU reference. 1 of them agree bit for bit" in text
 
 
 def test_the_committed_gpu_report_counts_the_registry():

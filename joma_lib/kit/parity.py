@@ -59,6 +59,9 @@ def parity_markdown(path: Path = GPU_REPORT, registered: Sequence[str] | None = 
     within = sum(bool(entry.get("passed")) for entry in shown.values())
     head = (f"On the {machine}: {len(reached)} of the {len(reached) + len(missing)} figures reached, of which "
             f"{within} lie within their GPU tolerance of the CPU reference.")
+    if exact := [f for f, entry in shown.items() if checked(entry) and entry.get("max_abs_dev") == 0.0]:
+        head += (f" {len(exact)} of them agree bit for bit: they read stored runs, or compute on the CPU whatever the "
+                 "device, so for them the check is only that they run there.")
     if missing:
         head += " Not reached, waiting for the next GPU run: " + ", ".join(f"`{f}`" for f in missing) + "."
     if stale := sorted(set(figures) - set(reached)):
