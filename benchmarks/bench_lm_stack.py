@@ -11,7 +11,9 @@ depth, four steps alternate in one process (same inputs, threads and GPU), media
   21 runs of the 5-layer model, the 3 seeds of every other depth; ``--stack 21`` for the 5-layer runs as one
   stack), in its fastest precision; the per-run time is the stack's step over R.
 
-From the stacked step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and
+On a GPU it also times two 5-layer stacks' steps one after the other and each on its own CUDA stream (whether
+training two stacks at once would pay: a step of this small model leaves most of the GPU idle). From the stacked
+step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and
 prints it. On a CPU it also times the unstacked step on one thread (each precision) and prints what ``--jobs 2`` would give per run
 (that step over 2, assuming two processes scale perfectly on 2 cores) beside the stack of 2 runs on ``--threads``. Results are stored in
 ``joma_lib/kit/benchmark_results/<--results-name>.json`` (or ``--out DIR``)::
@@ -53,6 +55,32 @@ def stacked_step(models: list[TransformerLM], device: torch.device, precision: s
                      on_device([0.5] * len(models), device), precision)
     step.warm_up(x, y)
     return lambda: step.step(x, y)
+
+
+def side_by_side(device: torch.device, n_layers: int, n_stack: int, vocab: int, precision: str, repeats: int,
+                 clock: str) -> dict[str, float]:
+    """Median ms of two stacks' steps (``n_stack`` runs of ``n_layers`` layers each, captured on a GPU) taken one
+    after the other on one stream, and each on its own stream, where the GPU may run their small kernels side by
+    side: whether training several stacks at once would pay."""
+    torch.manual_seed(0)
+    tokens = torch.randint(0, vocab, (20, 36), device=device)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    first, second = (stacked_step([TransformerLM(vocab, n_layers) for _ in range(n_stack)], device, precision, x, y)
+                     for _ in range(2))
+    streams = [torch.cuda.Stream(device) for _ in range(2)]
+
+    def two_streams() -> None:
+        main = torch.cuda.current_stream(device)
+        for step, stream in zip((first, second), streams, strict=True):
+            stream.wait_stream(main)
+            with torch.cuda.stream(stream):
+                step()
+        for stream in streams:
+            main.wait_stream(stream)
+
+    times = time_alternately({"one stream": lambda: (first(), second()), "two streams": two_streams}, repeats, 1,
+                             device, clock)
+    return {k: median_ms(v) for k, v in times.items()}
 
 
 def _on_one_thread(model: TransformerLM, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
@@ -133,12 +161,23 @@ def main() -> None:
         if device.type == "cpu":
             print(f"{'':>6} --jobs 2 estimate per run: {row['jobs2_ms_per_run_estimate']:.2f} ms (the faster one-thread "
                   "step / 2)")
+    pair = None
+    if device.type == "cuda" and 5 in args.layers:  # the depth of most of the paper's runs
+        row = next(r for r in rows if r["layers"] == 5)
+        try:  # measured after the table, which is kept whatever happens here
+            pair = side_by_side(device, 5, row["stack"], args.vocab, row["best_stack"].removeprefix("stack "),
+                                args.repeats, args.clock)
+            print(f"two stacks of {row['stack']} (5 layers) one after the other: {pair['one stream']:.2f} ms, on two "
+                  f"streams: {pair['two streams']:.2f} ms ({pair['one stream'] / pair['two streams']:.2f}x)")
+        except Exception as err:  # noqa: BLE001 - one line, and the step table is still stored
+            print(f"two stacks on two streams: not measured ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
     if set(PAPER_RUNS) <= set(args.layers):
         print(f"projected paper sweep (30 runs x {PAPER_STEPS} steps, training only): {projected / 60:.1f} minutes")
     if not args.no_write:
         save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()} |
                                          {"threads_used": torch.get_num_threads(), "allocator": allocator}, "rows": rows,
-                                         "projected_paper_sweep_s": projected if projected else None},
+                                         "projected_paper_sweep_s": projected if projected else None,
+                                         "two_stacks_ms": pair},
                      folder=args.out)
 
 
