@@ -48,10 +48,6 @@ if TYPE_CHECKING:
     from joma_lib.lm.authors import SweepRuns
 
 
-#: how far a run trained in a stack may lie from the same run trained alone, on the CPU (absolute, every measurement):
-#: about 10x the rounding effect measured before it was set (tests/test_lm_stack.py's docstring says how)
-STACK_TOLERANCE = 2e-5
-
 #: the test modules of the book's build, each with the tool it imports
 BOOK_BUILD_TESTS = {"test_page_template.py": "jupytext", "test_publishing.py": "nbformat",
                     "test_site_ext.py": "sphinx", "test_site_reader.py": "sphinx"}
@@ -76,6 +72,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "bf16" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def stack_tolerance() -> float:
+    """How far a run trained in a stack may lie from the same run trained alone, on the CPU (absolute, every
+    measurement): about 10x the rounding effect measured before it was set (tests/test_lm_stack.py's docstring)."""
+    return 2e-5
+
+
+@pytest.fixture(scope="session")
+def book_build_tests() -> dict[str, str]:
+    """The test modules of the book's build, each with the tool it imports (not collected where it is missing)."""
+    return dict(BOOK_BUILD_TESTS)
 
 
 @pytest.fixture(scope="session")

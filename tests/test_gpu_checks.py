@@ -172,12 +172,10 @@ def test_a_verify_cut_at_its_limit_still_reports_the_figures_it_kept(tmp_path):
     assert kept and sorted(report["figures"]) == kept
 
 
-def test_the_book_build_tests_are_every_module_that_imports_the_books_tools():
+def test_the_book_build_tests_are_every_module_that_imports_the_books_tools(book_build_tests):
     """A GPU machine lacks the book's build tools and runs the suite without those modules (conftest's
     BOOK_BUILD_TESTS): every test module that imports a tool, or a Sphinx extension of _ext/, must be listed."""
     import ast
-
-    from conftest import BOOK_BUILD_TESTS
 
     tools = {"jupytext", "nbformat", "sphinx", "docutils", "myst_nb", "myst_parser"}
     extensions = {p.stem for p in (ROOT / "_ext").glob("sphinx_*.py")}
@@ -188,4 +186,4 @@ def test_the_book_build_tests_are_every_module_that_imports_the_books_tools():
                      [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
             if any(n.split(".")[0] in tools | extensions for n in names):
                 importing.add(path.name)
-    assert importing == set(BOOK_BUILD_TESTS)
+    assert importing == set(book_build_tests)

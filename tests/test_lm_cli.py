@@ -6,7 +6,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import STACK_TOLERANCE
 
 import joma_lib.lm.sweep as sweep_module
 from joma_lib.kit.cli import main as figures_main
@@ -32,7 +31,7 @@ def test_command_line_runs_collects_and_plots(tmp_path, tiny_run_data, monkeypat
 
 
 def test_stacked_runs_stop_at_their_deadline_and_the_same_command_finishes_them(tmp_path, tiny_run_data,
-                                                                               monkeypatch, capsys):
+                                                                               monkeypatch, capsys, stack_tolerance):
     monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_run_data)
     args = ["run", "--data", "ptb", "--layers", "1", "2", "--lr", "3e-3", "1e-3", "--seeds", "5", "--steps", "8",
             "--eval-interval", "4", "--eval-chunks", "2", "--seq-len", "10", "--batch-size", "4",
@@ -54,7 +53,7 @@ def test_stacked_runs_stop_at_their_deadline_and_the_same_command_finishes_them(
     assert main([*args, "--stack-size", "1", "--out", str(tmp_path / "single"), "--results",
                  str(tmp_path / "single.npz")]) == 0
     with np.load(tmp_path / "sweep.npz") as stacked, np.load(tmp_path / "single.npz") as single:
-        np.testing.assert_allclose(single["val_loss"], stacked["val_loss"], rtol=0, atol=STACK_TOLERANCE)
+        np.testing.assert_allclose(single["val_loss"], stacked["val_loss"], rtol=0, atol=stack_tolerance)
 
 
 def test_several_presets_train_the_union_of_their_runs_once():

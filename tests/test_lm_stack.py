@@ -19,7 +19,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import STACK_TOLERANCE
 
 from joma_lib.lm.data import load_lm_data, n_chunks
 from joma_lib.lm.runs import load_checkpoint
@@ -44,24 +43,25 @@ def sweep(tiny_run, sweep_data):
             for lr, seed, clip in ((3e-3, 5, 0.5), (1e-3, 6, 0.5), (3e-3, 7, 5.0), (1e-3, 8, 0.5))]
 
 
-def _close(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+def _close(a: dict[str, np.ndarray], b: dict[str, np.ndarray], atol: float) -> None:
     np.testing.assert_array_equal(a["minibatch"], b["minibatch"])
     for key in KEYS:
-        np.testing.assert_allclose(a[key], b[key], rtol=0, atol=STACK_TOLERANCE, equal_nan=True, err_msg=key)
+        np.testing.assert_allclose(a[key], b[key], rtol=0, atol=atol, equal_nan=True, err_msg=key)
 
 
-def test_a_stacked_sweep_trains_every_run_as_its_unstacked_run(tmp_path, sweep, sweep_data):
+def test_a_stacked_sweep_trains_every_run_as_its_unstacked_run(tmp_path, sweep, sweep_data, stack_tolerance):
     stacked = train_stack(sweep, tmp_path / "stack", "cpu", progress=False, data=sweep_data, checkpoint_seconds=0)
     assert stacked is not None
     for cfg, result in zip(sweep, stacked, strict=True):
-        _close(train_run(cfg, tmp_path / "single", "cpu", progress=False, data=sweep_data), result)
+        _close(train_run(cfg, tmp_path / "single", "cpu", progress=False, data=sweep_data), result, stack_tolerance)
         assert (tmp_path / "stack" / cfg.name / "result.json").exists()
     # a finished stack is read back, not trained again
     again = train_stack(sweep, tmp_path / "stack", "cpu", progress=False, data=sweep_data)
     assert again is not None and all(np.array_equal(a["val_loss"], b["val_loss"]) for a, b in zip(again, stacked))
 
 
-def test_a_stopped_stack_resumes_stacked_or_one_run_at_a_time_to_the_same_numbers(tmp_path, sweep, sweep_data):
+def test_a_stopped_stack_resumes_stacked_or_one_run_at_a_time_to_the_same_numbers(tmp_path, sweep, sweep_data,
+                                                                                  stack_tolerance):
     runs = [replace(c, steps=120) for c in sweep[:2]]
     whole = train_stack(runs, tmp_path / "whole", "cpu", progress=False, data=sweep_data)
     assert whole is not None
@@ -79,17 +79,18 @@ def test_a_stopped_stack_resumes_stacked_or_one_run_at_a_time_to_the_same_number
     assert train_stack(runs, tmp_path / "b", "cpu", progress=False, data=sweep_data, stop_after=1e-9) is None
     assert load_checkpoint(tmp_path / "b" / runs[0].name / "checkpoint.pt")["step"] == 1
     for cfg, result in zip(runs, whole, strict=True):
-        _close(train_run(cfg, tmp_path / "b", "cpu", progress=False, data=sweep_data), result)
+        _close(train_run(cfg, tmp_path / "b", "cpu", progress=False, data=sweep_data), result, stack_tolerance)
 
 
-def test_runs_that_stopped_at_different_steps_train_on_as_one_stack_each(tmp_path, sweep, sweep_data):
+def test_runs_that_stopped_at_different_steps_train_on_as_one_stack_each(tmp_path, sweep, sweep_data,
+                                                                         stack_tolerance):
     runs = [replace(c, steps=100) for c in sweep[:3]]
     train_run(runs[0], tmp_path, "cpu", progress=False, data=sweep_data, stop_at=60)  # checkpoint at 50
     train_run(runs[1], tmp_path, "cpu", progress=False, data=sweep_data)  # finished
     results = train_stack(runs, tmp_path, "cpu", progress=False, data=sweep_data)
     assert results is not None
     for cfg, result in zip(runs, results, strict=True):
-        _close(train_run(cfg, tmp_path / "single", "cpu", progress=False, data=sweep_data), result)
+        _close(train_run(cfg, tmp_path / "single", "cpu", progress=False, data=sweep_data), result, stack_tolerance)
 
 
 def test_auto_precision_of_a_stacked_sweep_is_measured_on_its_stacked_step_once(tiny_run, monkeypatch, tmp_path):
@@ -136,7 +137,7 @@ def test_configs_that_cannot_stack_are_refused_before_any_work(tmp_path, tiny_ru
 
 
 @pytest.mark.gpu
-def test_a_stack_on_the_gpu_trains_each_run_as_it_trains_alone(tmp_path, sweep, sweep_data):
+def test_a_stack_on_the_gpu_trains_each_run_as_it_trains_alone(tmp_path, sweep, sweep_data, stack_tolerance):
     """On a GPU every run's masks are a hash of its own seed and step: a run stacked with others and the same run
     stacked alone draw the same masks, and differ by the rounding of the batched products (and the GPU's
     non-deterministic sums): the tolerance is the CPU one, x10."""
@@ -149,12 +150,13 @@ def test_a_stack_on_the_gpu_trains_each_run_as_it_trains_alone(tmp_path, sweep, 
         alone = train_stack([cfg], tmp_path / "one", "cuda", progress=False, data=sweep_data)
         assert alone is not None
         for key in KEYS:
-            np.testing.assert_allclose(alone[0][key], result[key], rtol=0, atol=10 * STACK_TOLERANCE, equal_nan=True)
+            np.testing.assert_allclose(alone[0][key], result[key], rtol=0, atol=10 * stack_tolerance, equal_nan=True)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stacked", [True, False], ids=["stack", "alone"])
-def test_a_stopped_run_resumes_on_the_gpu_to_the_uninterrupted_numbers(tmp_path, sweep, sweep_data, stacked):
+def test_a_stopped_run_resumes_on_the_gpu_to_the_uninterrupted_numbers(tmp_path, sweep, sweep_data, stacked,
+                                                                       stack_tolerance):
     """A checkpoint written on the GPU resumes there: its random-number states come back as CPU byte tensors (a
     first GPU loan found the stacked runner refusing them, the checkpoint having been read onto the GPU). The
     unstacked runner draws its GPU masks from torch's CUDA stream, the stacked one from a counter hash: each
@@ -178,4 +180,4 @@ def test_a_stopped_run_resumes_on_the_gpu_to_the_uninterrupted_numbers(tmp_path,
     assert resumed is not None
     for a, b in zip(resumed, whole, strict=True):
         for key in KEYS:
-            np.testing.assert_allclose(a[key], b[key], rtol=0, atol=10 * STACK_TOLERANCE, equal_nan=True)
+            np.testing.assert_allclose(a[key], b[key], rtol=0, atol=10 * stack_tolerance, equal_nan=True)
