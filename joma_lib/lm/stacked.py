@@ -90,7 +90,7 @@ class CounterMasks:
     replay, and the masks of a run do not depend on the runs stacked beside it.
 
     The hash is a chain of a dozen elementwise integer operations, each one kernel on a GPU: drawn site by site,
-    the masks were about 45 kernels a site, 180 a layer, most of a GPU step. So the first step of a shape
+    the masks were about 45 kernels a site, 180 of a layer's 410. So the first step of a shape
     records the sizes of its sites, and every later step of that shape (``start_step(key)``) hashes the words of
     all its sites at once, to the same bits; :meth:`bits` then hands out their slices in order.
     """
