@@ -199,6 +199,12 @@ for s in "${steps[@]}"; do
 done
 keep_results
 {
+  for log in "$out/tests-gpu.log" "$out/tests.log"; do  # pytest's short summary: what failed, in the summary itself
+    if [ -f "$log" ] && grep -qE '^(FAILED|ERROR) ' "$log"; then
+      echo; echo "## $(basename "$log" .log): what failed"; echo '```'
+      grep -E '^(FAILED|ERROR) ' "$log" | cut -c1-200 | head -n 30; echo '```'
+    fi
+  done
   echo
   echo "Finished runs now: $(ls "$out"/finished/paper/*/result.json 2>/dev/null | wc -l) of the paper sweep's 30 (in" \
        "$out/finished/, also in results.tar.gz: commit them to benchmarks/gpu_finished/ for the next loan)."

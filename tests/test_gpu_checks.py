@@ -66,6 +66,8 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     stopped = tmp_path / "state" / "runs" / "paper" / "stopped"  # an unfinished run of this loan
     stopped.mkdir(parents=True)
     (stopped / "checkpoint.pt").write_bytes(b"weights")
+    (tmp_path / "out").mkdir()  # the test suite's log of an earlier call on this machine, with a failure
+    (tmp_path / "out" / "tests.log").write_text("....F\nFAILED tests/test_x.py::test_y - AssertionError: no\n")
     python = tmp_path / "python"
     python.write_text(f'#!/bin/bash\nif [[ "$*" == *cuda.is_available* ]]; then exit 0; fi\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
@@ -84,6 +86,7 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
         "result.json", "result.json.sha256", "result.npz", "result.npz.sha256"]
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "carried in: 1 finished paper runs" in summary and "Finished runs now: 1 of" in summary
+    assert "## tests: what failed\n```\nFAILED tests/test_x.py::test_y - AssertionError: no\n```" in summary
     # what the device tool brings back (at most 8 files): the summary and one archive of everything else
     assert sorted(p.name for p in (tmp_path / "pack").iterdir()) == ["results.tar.gz", "summary.md"]
     assert (tmp_path / "pack" / "summary.md").read_text() == summary
