@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import copy
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -48,13 +49,16 @@ PAPER_STEPS = 58_000
 
 
 def stacked_step(models: list[TransformerLM], device: torch.device, precision: str, x: torch.Tensor,
-                 y: torch.Tensor) -> Callable[[], None]:
-    """One step of ``models`` as a stack, warmed up (and captured on a GPU) before it is timed."""
+                 y: torch.Tensor, compiled: bool = False) -> StackStep:
+    """The step of ``models`` as a stack, warmed up (and captured on a GPU) before it is timed (``.step(x, y)``);
+    ``compiled``: with its training loss through ``torch.compile`` (compiled during the warm-up)."""
     stack = StackedLM.from_models(models, mask_source(device, list(range(len(models)))), device)
+    if compiled:
+        stack.losses = torch.compile(stack.losses, dynamic=False)  # type: ignore[method-assign]
     step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-4] * len(models), device),
                      on_device([0.5] * len(models), device), precision)
     step.warm_up(x, y)
-    return lambda: step.step(x, y)
+    return step
 
 
 def side_by_side(device: torch.device, n_layers: int, n_stack: int, vocab: int, precision: str, repeats: int,
@@ -65,8 +69,8 @@ def side_by_side(device: torch.device, n_layers: int, n_stack: int, vocab: int, 
     torch.manual_seed(0)
     tokens = torch.randint(0, vocab, (20, 36), device=device)
     x, y = tokens[:, :-1], tokens[:, 1:]
-    first, second = (stacked_step([TransformerLM(vocab, n_layers) for _ in range(n_stack)], device, precision, x, y)
-                     for _ in range(2))
+    first, second = (partial(stacked_step([TransformerLM(vocab, n_layers) for _ in range(n_stack)], device, precision,
+                                          x, y).step, x, y) for _ in range(2))
     streams = [torch.cuda.Stream(device) for _ in range(2)]
 
     def two_streams() -> None:
@@ -109,9 +113,10 @@ def bench(device: torch.device, n_layers: int, n_stack: int, vocab: int, repeats
             opt_single = make_optimizer(single, 1e-4)
             calls[f"ours 1 thread {precision}"] = lambda m=single, o=opt_single, p=precision: _on_one_thread(
                 m, o, x, y, p)
-        calls[f"one {precision}"] = stacked_step([copy.deepcopy(ours).cpu()], device, precision, x, y)
-        calls[f"stack {precision}"] = stacked_step([copy.deepcopy(ours).cpu() for _ in range(n_stack)], device,
-                                                   precision, x, y)
+        calls[f"one {precision}"] = partial(stacked_step([copy.deepcopy(ours).cpu()], device, precision, x, y).step,
+                                            x, y)
+        calls[f"stack {precision}"] = partial(stacked_step([copy.deepcopy(ours).cpu() for _ in range(n_stack)],
+                                                           device, precision, x, y).step, x, y)
     return {k: median_ms(v) for k, v in time_alternately(calls, repeats, 1, device, clock).items()}
 
 

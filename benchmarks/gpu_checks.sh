@@ -2,13 +2,14 @@
 # Everything the companion checks on a GPU, in one command that fits a short loan of a GPU machine (<= 9 minutes):
 #
 #   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--state DIR] [--out DIR] [--pack DIR]
-#                                 [--skip-checks] [--finished DIR]
+#                                 [--skip STEP,...] [--finished DIR]
 #
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
 #      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
 #   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone, a stopped one resumes there: the
-#      checks the paper-scale runs stand on);
+#      checks the paper-scale runs stand on), and the stacked step compiled by torch.compile against the step as
+#      trained (benchmarks/bench_lm_compile.py: whether the runners should compile);
 #   3. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed), then the
 #      rest of the test suite under JOMA_DEVICE=cuda;
@@ -29,20 +30,21 @@
 # committed to benchmarks/gpu_finished/ (--finished), they are copied into the state folder at the start of the
 # next loan, whose runners then load those runs instead of training them (each checks its config), and whose
 # --precision auto is pinned to the precision they were trained in. So whole stacks finished in one loan stay
-# finished, and the paper-scale runs accumulate over loans. Pass --skip-checks once verify's and the test suite's
-# results are committed: the loan then goes to the runs, after the benchmarks (each loan measures the code it runs,
-# ~40 s) and the gpu-marked tests.
+# finished, and the paper-scale runs accumulate over loans. --skip leaves out the named steps: pass
+# `--skip verify,tests` once verify's and the test suite's results are committed, and the loan goes to the runs
+# after the benchmarks (each loan measures the code it trains with) and the gpu-marked tests; add bench-compile once
+# the compiled step has been measured.
 # Without network: `make wheelhouse` (on a machine with a package index) puts the wheels this needs beyond the GPU
 # machine's own packages into .whl/; this script installs them from there (pip --no-index --target).
 # --dry-run checks the inputs and prints the plan on any machine, GPU or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-budget=530 state=gpu_runs/state out=gpu_runs/out pack="${OUT:-}" dry_run=0 skip_checks=0 finished=benchmarks/gpu_finished
+budget=530 state=gpu_runs/state out=gpu_runs/out pack="${OUT:-}" dry_run=0 skip="" finished=benchmarks/gpu_finished
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
-    --skip-checks) skip_checks=1 ;;
+    --skip) skip=${2:-}; shift ;;
     --budget) budget=${2:-}; shift ;;
     --state) state=${2:-}; shift ;;
     --out) out=${2:-}; shift ;;
@@ -98,6 +100,7 @@ steps=(
   "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 10 \
 --out $out"
   "tests-gpu|120|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"
+  "bench-compile|120|$PY benchmarks/bench_lm_compile.py --device cuda --out $out"
   "verify|170|timeout -s INT @VERIFY_SECONDS@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store \
 --keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \
 env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"
@@ -105,6 +108,14 @@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $o
   "paper-lm|100000|$lm_runs --stop-after"
   "paper-table1|100000|$table1_runs"
 )
+
+skipped() { [[ ",$skip," == *",$1,"* ]]; }  # whether --skip names step $1
+names=$(for s in "${steps[@]}"; do echo "${s%%|*}"; done)
+for name in ${skip//,/ }; do
+  if ! grep -qx -- "$name" <<< "$names"; then
+    echo "error: --skip names steps of the plan ($(echo $names | tr ' ' ',')), got '$name'" >&2; exit 2
+  fi
+done
 
 if [ "$dry_run" = 1 ]; then
   problems=0
@@ -120,7 +131,7 @@ if [ "$dry_run" = 1 ]; then
   for s in "${steps[@]}"; do
     IFS='|' read -r name seconds command <<< "$s"
     done_mark=""; [ -f "$state/done/$name" ] && done_mark=" (done in an earlier call: skipped)"
-    case "$name" in verify|tests) [ "$skip_checks" = 1 ] && done_mark=" (skipped: --skip-checks)" ;; esac
+    skipped "$name" && done_mark=" (skipped: --skip)"
     shown=$command; [ "$name" = verify ] && shown=$(at_limit "$name" "$seconds" "$command")
     printf '  %-13s up to %6ss  %s%s\n' "$name" "$seconds" "$shown" "$done_mark"
   done
@@ -177,7 +188,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLIN
 for s in "${steps[@]}"; do
   IFS='|' read -r name seconds command <<< "$s"
   if [ -f "$state/done/$name" ]; then echo "| $name | - | - | done in an earlier call |" >> "$summary"; continue; fi
-  case "$name" in verify|tests) [ "$skip_checks" = 1 ] && continue ;; esac
+  skipped "$name" && continue
   limit=$(cap "$seconds")
   if [ "$limit" -lt 15 ]; then echo "| $name | - | - | not started: budget spent |" >> "$summary"; continue; fi
   command=$(at_limit "$name" "$limit" "$command")

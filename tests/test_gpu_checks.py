@@ -28,14 +28,16 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     assert "PROBLEM" not in done.stdout
     assert "skipped" not in done.stdout, done.stdout  # every command the plan names runs here (a moved one would not)
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
-    assert names == ["bench-lm", "bench-table1", "tests-gpu", "verify", "tests", "paper-lm", "paper-table1"]
+    assert names == ["bench-lm", "bench-table1", "tests-gpu", "bench-compile", "verify", "tests", "paper-lm",
+                     "paper-table1"]
     assert "--preset paper paper-lr --stack --stack-size 7 --max-vocab 33278" in done.stdout
     # the gpu-marked tests run from their own modules only: a GPU machine lacks what others import (sphinx, ...)
     gpu_step = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["tests-gpu"])
     assert "tests/test_lm_stack.py" in gpu_step and "tests/test_site_reader.py" not in gpu_step
-    skipping = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--skip-checks", "--state", str(tmp_path / "state"),
+    skipping = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--skip", "verify,tests", "--state",
+                    str(tmp_path / "state"),
                     env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
-    assert [line.split()[0] for line in skipping.stdout.splitlines() if "skipped: --skip-checks" in line] == [
+    assert [line.split()[0] for line in skipping.stdout.splitlines() if "skipped: --skip" in line] == [
         "verify", "tests"]
 
 
@@ -71,7 +73,7 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     python = tmp_path / "python"
     python.write_text(f'#!/bin/bash\nif [[ "$*" == *cuda.is_available* ]]; then exit 0; fi\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
-    done = _run("bash", "benchmarks/gpu_checks.sh", "--skip-checks", "--budget", "120", "--finished",
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--skip", "verify,tests,bench-compile", "--budget", "120", "--finished",
                 str(tmp_path / "finished"), "--state", str(tmp_path / "state"), "--out", str(tmp_path / "out"),
                 "--pack", str(tmp_path / "pack"),
                 env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": str(python),
@@ -98,7 +100,8 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
 
 @pytest.mark.parametrize("args, message", [(["--budget", "10"], "--budget must be"), (["--budget", "x"], "--budget"),
                                            (["--bogus"], "unknown option --bogus"),
-                                           (["--out", "o", "--pack", "o/"], "--pack must be another folder")])
+                                           (["--out", "o", "--pack", "o/"], "--pack must be another folder"),
+                                           (["--skip", "verify,tset"], "--skip names steps of the plan")])
 def test_bad_options_are_refused_with_one_line(args, message):
     done = _run("bash", "benchmarks/gpu_checks.sh", *args)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.splitlines()) == 1

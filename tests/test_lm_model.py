@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from joma_lib.lm.model import TransformerLM, causal_mask, sinusoidal_positions
+from joma_lib.lm.model import TransformerLM, causal_mask, mask_constants, sinusoidal_positions
 
 torch.set_num_threads(1)
 
@@ -94,3 +94,14 @@ def test_fused_read_out_loss_matches_cross_entropy_in_value_and_gradient(upstrea
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4)
     with pytest.raises(ValueError, match="targets"):
         model.loss(x, y[:, :5])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_the_mask_constants_round_the_scale_as_torch_does(dtype):
+    """The dropout scale 1/(1-p) rounded to the activation's dtype in plain Python is torch's rounding, bit for bit,
+    and so is the threshold derived from it (the masks are then those of the tensor arithmetic they replace)."""
+    int_dtype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[torch.empty(0, dtype=dtype).element_size()]
+    for k in range(1, 500):
+        p = k / 526
+        scale = torch.tensor(1 / (1 - p), dtype=dtype)
+        assert mask_constants(p, dtype) == (round(2**15 / float(scale)), int(scale.view(int_dtype))), p

@@ -93,6 +93,26 @@ def test_counter_masks_drawn_all_at_once_are_the_masks_drawn_site_by_site():
         batched.bits(99)
 
 
+def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile():
+    """Nothing in the stacked forward (the counter masks included, drawn site by site or all at once) reads a value
+    back from a tensor, so torch.compile sees each step's loss as one graph, without a break."""
+    import torch._dynamo as dynamo
+
+    from joma_lib.lm.precision import numerics
+
+    models, _ = _runs((1, 2), 0.2)
+    cpu = torch.device("cpu")
+    stack = StackedLM.from_models(models, CounterMasks([1, 2], 0, cpu), cpu)
+    x, y = torch.randint(0, VOCAB, (3, 10)), torch.randint(0, VOCAB, (3, 10))
+    explain = dynamo.explain(stack.losses)
+    for _ in range(2):  # the first step of a shape draws site by site, the next all at once
+        stack.masks.start_step(tuple(x.shape))
+        with numerics("bf16", cpu):
+            found = explain(x, y)
+        stack.masks.advance()
+        assert (found.graph_count, found.graph_break_count) == (1, 0), [b.reason for b in found.break_reasons]
+
+
 def test_mix64_is_splitmix64_modulo_2_to_the_64():
     def reference(z: int) -> int:
         z &= 2**64 - 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
+import struct
 from typing import Any, cast
 
 import torch
@@ -131,6 +132,27 @@ def read_out_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, tar
 
 
 _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+#: struct formats of each float dtype the masks meet, and of the unsigned integer of its width
+_STRUCT_OF = {torch.float16: ("e", "H"), torch.float32: ("f", "I"), torch.float64: ("d", "Q")}
+
+
+@torch.compiler.assume_constant_result
+def mask_constants(p: float, dtype: torch.dtype) -> tuple[int, int]:
+    """``(k, bits)`` of :func:`apply_mask_bits`: ``s = 1 / (1 - p)`` rounded to ``dtype`` as torch rounds a Python
+    float (bf16: fp32 rounded to nearest even on its upper 16 bits), ``k = round(2^15 / s)`` and the bit pattern
+    of ``s`` as a signed integer of the dtype's width. Plain Python, no tensor, and a constant to a compiled model
+    (``torch.compile`` calls it while tracing): reading a tensor's value back would end the graph at every dropout."""
+    value = 1 / (1 - p)
+    if dtype == torch.bfloat16:
+        f32 = int.from_bytes(struct.pack("<f", value), "little")
+        raw, width = (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16, 16
+        scale = struct.unpack("<f", (raw << 16).to_bytes(4, "little"))[0]
+    else:
+        fmt, int_fmt = _STRUCT_OF[dtype]
+        packed = struct.pack("<" + fmt, value)
+        raw, width = struct.unpack("<" + int_fmt, packed)[0], 8 * len(packed)
+        scale = struct.unpack("<" + fmt, packed)[0]
+    return round(2**15 / scale), raw - (1 << width) if raw >> (width - 1) else raw
 
 
 def bits_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
@@ -161,12 +183,10 @@ def apply_mask_bits(x: torch.Tensor, words: torch.Tensor, p: float) -> torch.Ten
     ``E[m] = k s / 2^15 = 1`` to within ``s / 2^16`` and the drop rate is ``p`` to within ``2^-15`` plus the
     rounding of ``s`` (none for p = 0.2: s = 1.25 is exact in bf16).
     """
-    int_dtype = _INT_OF_WIDTH[x.element_size()]
-    scale = torch.tensor(1 / (1 - p), dtype=x.dtype)
-    keep = round(2**15 / float(scale))
+    keep, scale_bits = mask_constants(p, x.dtype)
     u = words[: x.numel()].view(x.shape) >> 1  # uniform in [-2^14, 2^14)
-    keep_all_ones = ((u - (keep - 2**14)) >> 15).to(int_dtype)  # -1 (all bits set) where u < k, else 0
-    return x * (keep_all_ones & int(scale.view(int_dtype))).view(x.dtype)
+    keep_all_ones = ((u - (keep - 2**14)) >> 15).to(_INT_OF_WIDTH[x.element_size()])  # -1 where u < k, else 0
+    return x * (keep_all_ones & scale_bits).view(x.dtype)
 
 
 def draws_bits_masks(x: torch.Tensor, p: float) -> bool:

@@ -1,0 +1,72 @@
+"""The stacked step with its training loss compiled by ``torch.compile``, against the step as the runners train it.
+
+A step of the paper's small model costs about its number of kernels on a GPU (``bench_step_ops.py``), and
+``torch.compile`` fuses chains of elementwise operations (the dropout masks, the casts, the layer norms' scale
+and shift) into single kernels. At one depth and stack size (default 5 layers, 7 runs in bf16: most of the paper's
+runs, as ``gpu_checks.sh`` stacks them), the two steps take turns in one process, both captured as CUDA graphs on a
+GPU, median of ``--repeats``. It prints how long compiling took (the warm-up), both steps and their ratio, and how
+far the two stacks' running losses lie apart after the timed steps (the same runs from the same start: compiling
+only changes the rounding). The runners do not compile; this measures whether they should::
+
+    python benchmarks/bench_lm_compile.py --device cuda          # benchmarks/gpu_checks.sh runs it
+    python benchmarks/bench_lm_compile.py --device cpu --layers 1 --stack 2 --vocab 2000 --repeats 3 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from bench_lm_stack import stacked_step
+from bench_lm_step import time_alternately
+from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
+from joma_lib.lm.model import TransformerLM
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--layers", type=int, default=5)
+    p.add_argument("--stack", type=int, default=7)
+    p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
+    p.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="bf16")
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--results-name", default="lm_compile", help="store as <name>.json")
+    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args()
+    results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    models = [TransformerLM(args.vocab, args.layers) for _ in range(args.stack)]
+    tokens = torch.randint(0, args.vocab, (20, 36), device=device)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    steps, warm_up_s = {}, {}
+    for name, compiled in (("as trained", False), ("compiled", True)):
+        start = time.perf_counter()
+        steps[name] = stacked_step(models, device, args.precision, x, y, compiled=compiled)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        warm_up_s[name] = time.perf_counter() - start
+    ms = {k: median_ms(v) for k, v in time_alternately({k: (lambda s=s: s.step(x, y)) for k, s in steps.items()},
+                                                       args.repeats, 1, device, args.clock).items()}
+    apart = float((steps["compiled"].running - steps["as trained"].running).abs().max()
+                  / steps["as trained"].running.abs().max())
+    ratio = ms["as trained"] / ms["compiled"]
+    print(f"torch {torch.__version__}, {device}{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
+          f", {args.layers} layers, stack of {args.stack}, {args.precision}, vocab {args.vocab}, median of {args.repeats}")
+    print(f"warm-up (compiling included): as trained {warm_up_s['as trained']:.1f} s, compiled {warm_up_s['compiled']:.1f} s")
+    print(f"step: as trained {ms['as trained']:.2f} ms, compiled {ms['compiled']:.2f} ms ({ratio:.2f}x); running losses "
+          f"apart by {apart:.1e} (relative)")
+    if not args.no_write:
+        save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()}, "median_ms": ms,
+                                         "warm_up_s": warm_up_s, "as_trained_over_compiled": ratio,
+                                         "running_loss_apart": apart}, folder=args.out)
+
+
+if __name__ == "__main__":
+    main()
