@@ -125,7 +125,9 @@ if [ "$dry_run" = 1 ]; then
   lm_help=$($PY -m joma_lib.lm run --help) || { echo "  PROBLEM: joma_lib.lm run --help fails"; problems=1; }
   grep -q -- "--stack" <<< "$lm_help" || { echo "  PROBLEM: lm run has no --stack"; problems=1; }
   $PY -m joma_lib table1 --help | grep -q -- "--stack" || echo "  note: python -m joma_lib table1 has no --stack: Table 1 is skipped"
-  [ -f benchmarks/bench_lm_stack.py ] || { echo "  PROBLEM: benchmarks/bench_lm_stack.py is missing"; problems=1; }
+  for script in $(printf '%s\n' "${steps[@]}" | grep -o 'benchmarks/[a-z_0-9]*[.]py' | sort -u); do
+    [ -f "$script" ] || { echo "  PROBLEM: $script is missing"; problems=1; }
+  done
   echo "  finished in earlier loans ($finished): $finished_runs paper runs (precision $precision)," \
        "$(ls "$finished"/table1/*.npz 2>/dev/null | wc -l) Table 1 result files"
   for s in "${steps[@]}"; do
