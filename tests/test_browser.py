@@ -239,7 +239,13 @@ def _visit(browser: Any, base_url: str, page: str, width: str) -> dict[str, Any]
         target = _redirect_target(page)
         if target is not None:  # the landing page: check where it lands, once the refresh has navigated there
             tab.wait_for_url(f"{base_url}/{target}", wait_until="networkidle", timeout=10_000)
-        # networkidle: no request for 500 ms after the load event, so the theme's and the explorers' scripts have run
+        # networkidle: no request for 500 ms after the load event, so the theme's and the explorers' scripts have
+        # started; an explorer replaces its note once it has drawn, which on a loaded machine can come later (a CI
+        # run once found fig5's note still there): wait for that, and the empty check reports a note that stays
+        try:
+            tab.wait_for_function("() => !document.querySelector('[id$=\"-fallback\"]')", timeout=10_000)
+        except PlaywrightTimeout:
+            pass
         overflow = tab.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         if overflow > 1:
             wide = tab.evaluate("""(w) => Array.from(document.querySelectorAll('body *'))
