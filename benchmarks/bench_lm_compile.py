@@ -59,12 +59,14 @@ def main() -> None:
     ratio = ms["as trained"] / ms["compiled"]
     print(f"torch {torch.__version__}, {device}{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
           f", {args.layers} layers, stack of {args.stack}, {args.precision}, vocab {args.vocab}, median of {args.repeats}")
-    print(f"warm-up (compiling included): as trained {warm_up_s['as trained']:.1f} s, compiled {warm_up_s['compiled']:.1f} s")
+    modes = {k: s.mode for k, s in steps.items()}  # a capture that failed leaves a step eager: say so
+    print(f"warm-up (compiling included): as trained {warm_up_s['as trained']:.1f} s ({modes['as trained']}), "
+          f"compiled {warm_up_s['compiled']:.1f} s ({modes['compiled']})")
     print(f"step: as trained {ms['as trained']:.2f} ms, compiled {ms['compiled']:.2f} ms ({ratio:.2f}x); running losses "
           f"apart by {apart:.1e} (relative)")
     if not args.no_write:
         save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()}, "median_ms": ms,
-                                         "warm_up_s": warm_up_s, "as_trained_over_compiled": ratio,
+                                         "warm_up_s": warm_up_s, "modes": modes, "as_trained_over_compiled": ratio,
                                          "running_loss_apart": apart}, folder=args.out)
 
 
