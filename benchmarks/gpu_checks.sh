@@ -210,7 +210,6 @@ for s in "${steps[@]}"; do
   echo "| $name | $secs | $rc | $result |" >> "$summary"
   keep_results
 done
-keep_results
 {
   for log in "$out/tests-gpu.log" "$out/tests.log"; do  # pytest's short summary: what failed, in the summary itself
     if [ -f "$log" ] && grep -qE '^(FAILED|ERROR) ' "$log"; then
@@ -219,7 +218,7 @@ keep_results
     fi
   done
   echo
-  echo "Finished runs now: $(ls "$out"/finished/paper/*/result.json 2>/dev/null | wc -l) of the paper sweep's 30 (in" \
+  echo "Finished runs now: $(ls "$state"/runs/paper/*/result.json 2>/dev/null | wc -l) of the paper sweep's 30 (in" \
        "$out/finished/, also in results.tar.gz: commit them to benchmarks/gpu_finished/ for the next loan)."
   echo
   echo "## Runs"

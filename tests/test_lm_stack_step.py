@@ -102,6 +102,7 @@ def _bench_step_ops():
     return module
 
 
+@pytest.mark.bf16  # the step counted is a bf16 step, as a GPU trains
 def test_a_stacked_step_launches_about_a_hundred_kernels_a_layer_and_forty_a_run():
     """On a GPU the paper's small model costs about its number of kernels; counted here without one (each ATen
     operation that is not a view). Before the masks were hashed all at once and clip and Adam became multi-tensor

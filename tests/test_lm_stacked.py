@@ -93,6 +93,7 @@ def test_counter_masks_drawn_all_at_once_are_the_masks_drawn_site_by_site():
         batched.bits(99)
 
 
+@pytest.mark.bf16  # traced under bf16 autocast, as a GPU trains
 def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile():
     """Nothing in the stacked forward (the counter masks included, drawn site by site or all at once) reads a value
     back from a tensor, so torch.compile sees each step's loss as one graph, without a break."""
