@@ -54,7 +54,7 @@ def stacked_step(models: list[TransformerLM], device: torch.device, precision: s
     ``compiled``: with its training loss through ``torch.compile`` (compiled during the warm-up)."""
     stack = StackedLM.from_models(models, mask_source(device, list(range(len(models)))), device)
     if compiled:
-        stack.losses = torch.compile(stack.losses, dynamic=False)  # type: ignore[method-assign]
+        stack.compile_losses()
     step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-4] * len(models), device),
                      on_device([0.5] * len(models), device), precision)
     step.warm_up(x, y)

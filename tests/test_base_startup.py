@@ -102,3 +102,15 @@ def test_every_command_line_refuses_a_bad_variable_in_one_line_before_any_work(c
         "error: environment variable JOMA_DEVICE must be one of ['auto', 'cpu', 'cuda'], got 'tpu' "
         "(allowed: auto, cpu, cuda)"]
     assert not any(tmp_path.iterdir())  # nothing was made
+
+
+def test_no_module_of_the_library_loads_torchs_compiler_when_imported():
+    """``torch._dynamo`` takes ~1.3 s to import, paid by every page, test worker and command line that loads it:
+    the library loads it only when it compiles (:func:`~joma_lib.lm.model.trace_mask_constants_as_constant`)."""
+    code = ("import importlib, pkgutil, sys, joma_lib\n"
+            "for m in pkgutil.walk_packages(joma_lib.__path__, 'joma_lib.'):\n"
+            "    if not m.name.endswith('__main__'):\n"
+            "        importlib.import_module(m.name)\n"
+            "print(sorted(name for name in sys.modules if name.startswith('torch._dynamo')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert proc.stdout.strip() == "[]"

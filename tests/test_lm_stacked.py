@@ -99,8 +99,10 @@ def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile():
     back from a tensor, so torch.compile sees each step's loss as one graph, without a break."""
     import torch._dynamo as dynamo
 
+    from joma_lib.lm.model import trace_mask_constants_as_constant
     from joma_lib.lm.precision import numerics
 
+    trace_mask_constants_as_constant()
     models, _ = _runs((1, 2), 0.2)
     cpu = torch.device("cpu")
     stack = StackedLM.from_models(models, CounterMasks([1, 2], 0, cpu), cpu)

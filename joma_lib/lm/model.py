@@ -136,12 +136,11 @@ _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 _STRUCT_OF = {torch.float16: ("e", "H"), torch.float32: ("f", "I"), torch.float64: ("d", "Q")}
 
 
-@torch.compiler.assume_constant_result
 def mask_constants(p: float, dtype: torch.dtype) -> tuple[int, int]:
     """``(k, bits)`` of :func:`apply_mask_bits`: ``s = 1 / (1 - p)`` rounded to ``dtype`` as torch rounds a Python
     float (bf16: fp32 rounded to nearest even on its upper 16 bits), ``k = round(2^15 / s)`` and the bit pattern
     of ``s`` as a signed integer of the dtype's width. Plain Python, no tensor, and a constant to a compiled model
-    (``torch.compile`` calls it while tracing): reading a tensor's value back would end the graph at every dropout."""
+    (:func:`trace_mask_constants_as_constant`): reading a tensor's value back would end the graph at every dropout."""
     value = 1 / (1 - p)
     if dtype == torch.bfloat16:
         f32 = int.from_bytes(struct.pack("<f", value), "little")
@@ -153,6 +152,13 @@ def mask_constants(p: float, dtype: torch.dtype) -> tuple[int, int]:
         raw, width = struct.unpack("<" + int_fmt, packed)[0], 8 * len(packed)
         scale = struct.unpack("<" + fmt, packed)[0]
     return round(2**15 / scale), raw - (1 << width) if raw >> (width - 1) else raw
+
+
+def trace_mask_constants_as_constant() -> None:
+    """Mark :func:`mask_constants` for ``torch.compile`` as a constant of its arguments (it is then called while
+    tracing, not traced). Called before compiling, not at import: the marker imports ``torch._dynamo`` (~1.3 s),
+    which every page, worker and command line would otherwise pay."""
+    torch.compiler.assume_constant_result(mask_constants)
 
 
 def bits_dropout(x: torch.Tensor, p: float) -> torch.Tensor:

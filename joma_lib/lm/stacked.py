@@ -39,6 +39,7 @@ from joma_lib.lm.model import (
     draw_mask_bits,
     read_out_loss,
     sinusoidal_positions,
+    trace_mask_constants_as_constant,
 )
 
 #: elements of the largest activation (``[R, tokens, vocabulary]``) an evaluation forms at once; on a CPU few
@@ -246,6 +247,11 @@ class StackedLM:
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Read-out ``[R, N, V]`` of hidden states ``[R, N, d]``."""
         return _linear(h, self.params["decoder.weight"], self.params["decoder.bias"])
+
+    def compile_losses(self) -> None:
+        """Route :meth:`losses` through ``torch.compile`` (one graph a step: nothing in it reads a tensor back)."""
+        trace_mask_constants_as_constant()
+        self.losses = torch.compile(self.losses, dynamic=False)  # type: ignore[method-assign]
 
     def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Each run's token-mean next-token cross-entropy (nats), ``[R]``, with dropout (a training step): each
