@@ -59,3 +59,27 @@ def test_a_heatmap_has_one_tick_per_grid_value_and_a_labelled_colour_bar():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["lo", "hi"]
     assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "value"
     assert ax.images[0].get_array()[1, 2] == 5.0  # values[y, x], origin at the bottom
+
+
+@pytest.mark.parametrize("fig_id", ["fig6", "table1", "c-thm2-saliency"])  # panels in a grid, a table, a colour bar
+def test_a_layout_fixed_once_saves_the_picture_the_layout_engine_draws(fig_id):
+    """fix_layout runs the constrained layout once, at the saved dpi, and turns the engine off: the saved PNG is
+    the one saving with the engine on gives, pixel for pixel (laid out at 72 dpi, all three differ)."""
+    import io
+
+    from PIL import Image
+
+    from joma_lib.kit.style import fix_layout
+
+    data = harness.load_reference(fig_id)
+    pictures = []
+    for fixed in (False, True):
+        with figure_style():
+            fig = harness.draw(fig_id, data)
+            if fixed:
+                fix_layout(fig, float(mpl.rcParams["savefig.dpi"]))
+                assert type(fig.get_layout_engine()).__name__ == "PlaceHolderLayoutEngine"
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", bbox_inches="tight")
+        pictures.append(np.asarray(Image.open(buffer)))
+    assert pictures[0].shape == pictures[1].shape and np.array_equal(*pictures)

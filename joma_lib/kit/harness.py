@@ -42,7 +42,7 @@ from joma_lib.kit.glue import glue
 from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.kit.receipts import keep_receipt
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
-from joma_lib.kit.style import figure_style
+from joma_lib.kit.style import figure_style, fix_layout
 from joma_lib.lm.precision import precisions_used
 from joma_lib.base.startup import declare_env
 
@@ -116,6 +116,9 @@ def save_outputs(fig_id: str, fig: Figure, data: FigureData, out_dir: Path) -> l
     try:
         with figure_style():
             phone = stack_for_phone(get_spec(fig_id).plot(data))
+            dpi = matplotlib.rcParams["savefig.dpi"]
+            for drawn in (fig, phone):  # each then drawn at its saves only (twice a save: bbox_inches="tight")
+                fix_layout(drawn, drawn.dpi if dpi == "figure" else float(dpi))
 
             def image(drawn: Figure) -> Callable[[Path, Path], None]:
                 return lambda tmp, path: drawn.savefig(tmp, format=path.suffix[1:], bbox_inches="tight",

@@ -32,8 +32,11 @@ WRAP_ABOVE_CHARS = 30
 
 
 def _panels(fig: Figure) -> list[list]:
-    """The figure's grid axes grouped by panel (an axes and its twins share one), in reading order."""
-    fig.draw_without_rendering()
+    """The figure's grid axes grouped by panel (an axes and its twins share one), in reading order, where its
+    layout engine puts them."""
+    engine = fig.get_layout_engine()
+    if engine is not None:  # stack_for_phone gives every figure one
+        engine.execute(fig)
     groups: dict[tuple[float, float, float, float], list] = {}
     for ax in fig.axes:
         if ax.get_subplotspec() is None:  # colour bars, insets: they follow their parent

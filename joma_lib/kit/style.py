@@ -41,6 +41,25 @@ def figure_style() -> Iterator[None]:
         yield
 
 
+def fix_layout(fig: Figure, dpi: float) -> None:
+    """Lay ``fig`` out once, at the ``dpi`` it will be saved at, and keep that layout.
+
+    Matplotlib runs a figure's layout engine at every draw, and ``savefig(bbox_inches="tight")`` draws twice; the
+    constrained layout measures every text, about as costly as the drawing itself. Turning the engine off after
+    one run (``"none"`` keeps the positions it set) makes every later save draw only.
+    """
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return
+    screen_dpi = fig.dpi
+    fig.set_dpi(dpi)
+    try:
+        engine.execute(fig)
+    finally:
+        fig.set_dpi(screen_dpi)
+    fig.set_layout_engine("none")
+
+
 def heatmap(fig: Figure, ax: Any, values: np.ndarray, x_labels: list[str], y_labels: list[str], label: str,
              cmap: str = "magma", vmin: float | None = 0.0) -> None:
     """``values[y, x]`` as an image with one tick per grid value and a colour bar."""
