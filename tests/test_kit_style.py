@@ -64,7 +64,7 @@ def test_a_heatmap_has_one_tick_per_grid_value_and_a_labelled_colour_bar():
 @pytest.mark.parametrize("fig_id", ["fig6", "table1", "c-thm2-saliency"])  # panels in a grid, a table, a colour bar
 def test_a_layout_fixed_once_saves_the_picture_the_layout_engine_draws(fig_id):
     """fix_layout runs the constrained layout once, at the saved dpi, and turns the engine off: the saved PNG is
-    the one saving with the engine on gives, pixel for pixel (laid out at 72 dpi, all three differ)."""
+    the one saving with the engine on gives, pixel for pixel (laid out at 72 dpi instead, all three differ)."""
     import io
 
     from PIL import Image
@@ -77,7 +77,7 @@ def test_a_layout_fixed_once_saves_the_picture_the_layout_engine_draws(fig_id):
         with figure_style():
             fig = harness.draw(fig_id, data)
             if fixed:
-                fix_layout(fig, float(mpl.rcParams["savefig.dpi"]))
+                fix_layout(fig)
                 assert type(fig.get_layout_engine()).__name__ == "PlaceHolderLayoutEngine"
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", bbox_inches="tight")

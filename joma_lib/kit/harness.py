@@ -116,9 +116,8 @@ def save_outputs(fig_id: str, fig: Figure, data: FigureData, out_dir: Path) -> l
     try:
         with figure_style():
             phone = stack_for_phone(get_spec(fig_id).plot(data))
-            dpi = matplotlib.rcParams["savefig.dpi"]
             for drawn in (fig, phone):  # each then drawn at its saves only (twice a save: bbox_inches="tight")
-                fix_layout(drawn, drawn.dpi if dpi == "figure" else float(dpi))
+                fix_layout(drawn)
 
             def image(drawn: Figure) -> Callable[[Path, Path], None]:
                 return lambda tmp, path: drawn.savefig(tmp, format=path.suffix[1:], bbox_inches="tight",

@@ -41,8 +41,8 @@ def figure_style() -> Iterator[None]:
         yield
 
 
-def fix_layout(fig: Figure, dpi: float) -> None:
-    """Lay ``fig`` out once, at the ``dpi`` it will be saved at, and keep that layout.
+def fix_layout(fig: Figure) -> None:
+    """Lay ``fig`` out once, at the dpi it will be saved at (``savefig.dpi``), and keep that layout.
 
     Matplotlib runs a figure's layout engine at every draw, and ``savefig(bbox_inches="tight")`` draws twice; the
     constrained layout measures every text, about as costly as the drawing itself. Turning the engine off after
@@ -51,8 +51,8 @@ def fix_layout(fig: Figure, dpi: float) -> None:
     engine = fig.get_layout_engine()
     if engine is None:
         return
-    screen_dpi = fig.dpi
-    fig.set_dpi(dpi)
+    screen_dpi, dpi = fig.dpi, mpl.rcParams["savefig.dpi"]
+    fig.set_dpi(screen_dpi if dpi == "figure" else float(dpi))
     try:
         engine.execute(fig)
     finally:
