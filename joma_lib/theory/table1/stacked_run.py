@@ -129,7 +129,7 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
     """Train one stack (resuming from ``checkpoint`` where it exists) for at most ``budget`` steps, and score its
     runs once it has done all; returns them (None if it has not) and the number of steps trained."""
     params = stack_parameters([setup_run(config, *run.setting, run.seed, dev)[2] for run in runs])
-    optimizer = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay, foreach=True)
     losses = torch.zeros(len(runs), config.steps, device=dev)
     start, states = 0, None
     if checkpoint is not None and checkpoint.exists():
