@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -36,16 +37,15 @@ from bench_lm_step import BaselineLM, baseline_step, time_alternately
 from joma_lib.kit.benchmarks import CLOCKS, add_allocator_option, apply_allocator, median_ms, results_path, save_results
 from joma_lib.lm.model import TransformerLM, causal_mask
 from joma_lib.lm.precision import candidates
+from joma_lib.lm.presets import PAPER_GPU_STACK, PRESETS, paper_sweep_configs
 from joma_lib.base.device import pinned_threads
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import StackedLM, mask_source
 from joma_lib.lm.step import make_optimizer, train_step
 
 #: runs of each depth in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
-PAPER_RUNS = {1: 3, 2: 3, 5: 21, 10: 3}
-#: at most this many runs per stack on a GPU (benchmarks/gpu_checks.sh: --stack-size 7)
-GPU_STACK = 7
-PAPER_STEPS = 58_000
+PAPER_RUNS = dict(Counter(cfg.n_layers for cfg in paper_sweep_configs()))
+PAPER_STEPS = PRESETS["paper"]["steps"]
 
 
 def stacked_step(models: list[TransformerLM], device: torch.device, precision: str, x: torch.Tensor,
@@ -127,7 +127,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--stack", type=int, default=None, help=f"runs per stack (default on a GPU: as gpu_checks.sh "
-                                                            f"trains them, up to {GPU_STACK}; 2 on a CPU)")
+                                                            f"trains them, up to {PAPER_GPU_STACK}; 2 on a CPU)")
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")
@@ -147,7 +147,8 @@ def main() -> None:
           f"{'authors/one':>11} {'authors/stacked':>15}")
     rows, projected = [], 0.0
     for n in args.layers:
-        n_stack = args.stack or (min(GPU_STACK, PAPER_RUNS.get(n, GPU_STACK)) if device.type == "cuda" else 2)
+        n_stack = args.stack or (min(PAPER_GPU_STACK, PAPER_RUNS.get(n, PAPER_GPU_STACK)) if device.type == "cuda"
+                                 else 2)
         ms = bench(device, n, n_stack, args.vocab, args.repeats, args.clock)
         one = min((k for k in ms if k.startswith("one ")), key=ms.__getitem__)
         stack = min((k for k in ms if k.startswith("stack ")), key=ms.__getitem__)

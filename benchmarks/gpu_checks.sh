@@ -91,6 +91,7 @@ at_limit() {  # the command of step $1 under a cap of $2 seconds
 
 # only the modules that hold gpu-marked tests: the others import packages a GPU machine may lack (sphinx, ...)
 gpu_test_files=$(grep -l '^@pytest.mark.gpu' tests/test_*.py | tr '\n' ' ')
+# --stack-size: joma_lib.lm.presets.PAPER_GPU_STACK (tests/test_gpu_checks.py keeps the two equal)
 lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 7 --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \

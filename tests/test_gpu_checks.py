@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from joma_lib.lm.presets import PAPER_GPU_STACK
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -34,7 +36,8 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
     assert names == ["bench-lm", "bench-table1", "tests-gpu", "bench-compile", "verify", "tests", "paper-lm",
                      "paper-table1"]
-    assert "--preset paper paper-lr --stack --stack-size 7 --max-vocab 33278" in done.stdout
+    # the script writes the stack size out; the library's PAPER_GPU_STACK (the benchmark's) must be the same
+    assert f"--preset paper paper-lr --stack --stack-size {PAPER_GPU_STACK} --max-vocab 33278" in done.stdout
     # the gpu-marked tests run from their own modules only: a GPU machine lacks what others import (sphinx, ...)
     gpu_step = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["tests-gpu"])
     assert "tests/test_lm_stack.py" in gpu_step and "tests/test_site_reader.py" not in gpu_step

@@ -63,6 +63,10 @@ def test_several_presets_train_the_union_of_their_runs_once():
     assert len(configs) == 30 == len({c.name for c in configs})  # 12 + 21, three of them in both
     assert {(c.n_layers, c.lr) for c in configs if c.n_layers == 5} == {(5, lr) for lr in
                                                                         [1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2]}
+    # the library's count of the paper sweep (the Performance and Re-run pages, the GPU benchmark) is these runs
+    from joma_lib.lm.presets import paper_sweep_configs
+
+    assert paper_sweep_configs() == configs
 
 
 @pytest.mark.parametrize("extra, message", [

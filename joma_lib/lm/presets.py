@@ -48,6 +48,23 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+#: the presets of the paper's Figs. 6 and 8, trained together at paper scale (they share Fig. 6's 5-layer runs)
+PAPER_SWEEP = ("paper", "paper-lr")
+#: runs to a stack when a GPU trains the paper sweep (benchmarks/gpu_checks.sh): the 5-layer model's 21 runs in
+#: 3 stacks of 7, the 3 seeds of every other depth in one, so that a loan of minutes finishes whole stacks
+PAPER_GPU_STACK = 7
+
+
+def paper_sweep_configs() -> list[RunConfig]:
+    """The distinct runs of :data:`PAPER_SWEEP` (30: 4 depths x 3 seeds at lr 1e-4, and 7 learning rates x 3
+    seeds at 5 layers, 3 runs in both), each named once, as ``lm run --preset paper paper-lr`` trains them."""
+    configs: dict[str, RunConfig] = {}
+    for preset in PAPER_SWEEP:
+        for cfg in preset_configs(preset):
+            configs.setdefault(cfg.name, cfg)
+    return list(configs.values())
+
+
 def preset_configs(preset: str, seeds: Sequence[int] | None = None, **overrides: Any) -> list[RunConfig]:
     """One config per run of a preset of :data:`PRESETS`.
 

@@ -11,12 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from joma_lib.lm.presets import PRESETS
+from joma_lib.lm.presets import paper_sweep_configs
 from joma_lib.theory.table1.runs import CONFIGS
 from joma_lib.theory.table1.stacked import stack_runs
 
-PAPER_SWEEP_RUNS = len({(n, lr, seed) for name in ("paper", "paper-lr") for n in PRESETS[name]["layers"]
-                        for lr in PRESETS[name]["lr"] for seed in PRESETS[name]["seeds"]})
+PAPER_SWEEP_RUNS = len(paper_sweep_configs())
 """The distinct runs of Figs. 6 and 8 (Fig. 6's 5-layer runs are Fig. 8's at its learning rate)."""
 TABLE1_RUNS = len(stack_runs(CONFIGS["full"]))
 """The runs of Table 1 at its full configuration."""

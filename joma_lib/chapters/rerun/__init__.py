@@ -6,10 +6,10 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 from __future__ import annotations
 
 from joma_lib.lm.config import RunConfig
-from joma_lib.lm.presets import PRESETS
+from joma_lib.lm.presets import PRESETS, paper_sweep_configs
 from joma_lib.chapters.rerun.paper import PAPER_CLAIMS
 
 __all__ = [
     "PAPER_CLAIMS",
-    "PRESETS", "RunConfig",
+    "PRESETS", "RunConfig", "paper_sweep_configs",
 ]
