@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from joma_lib.kit.benchmarks import results_path, save_results
 from joma_lib.lm.model import TransformerLM
+from joma_lib.lm.precision import PrecisionUnavailableError, require
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import CounterMasks, StackedLM
 
@@ -75,6 +76,10 @@ def main() -> None:
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
     results_path(args.results_name)  # a bad name fails now, not after the counts
+    try:  # a CPU whose bf16 kernels die (joma_lib.base.cpu) must not run them
+        require("bf16", torch.device("cpu"), "this count (of the bf16 step a GPU trains)")
+    except PrecisionUnavailableError as err:
+        p.error(str(err))
     rows = []
     print(f"operations (GPU kernels) of one stacked training step, vocabulary {args.vocab}, bf16")
     print(f"{'layers':>6} " + " ".join(f"{f'R={r}':>7}" for r in args.stacks) + "   most frequent (R=1)")

@@ -113,3 +113,19 @@ def test_a_stacked_step_launches_about_a_hundred_kernels_a_layer_and_forty_a_run
     pair = sum(step_ops(1, 2, 500).values())
     assert two - one <= 120, two - one  # a layer
     assert pair - one <= 50, pair - one  # a run more in the stack
+
+
+def test_the_compile_benchmark_refuses_bf16_where_it_dies_before_building_a_model(tmp_path):
+    """On a CPU whose bf16 kernels die by SIGILL (the probe's injected fault), bench_lm_compile.py stops at its
+    start with one line naming --precision, and no traceback: it would otherwise run bf16 there."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "JOMA_CACHE": str(tmp_path), "JOMA_PROBE_INJECT": "sigill"}
+    script = Path(__file__).parents[1] / "benchmarks" / "bench_lm_compile.py"
+    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--no-write"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "error: --precision bf16 needs bf16, which cannot run on this machine" in done.stderr.splitlines()[-1]
