@@ -74,7 +74,20 @@ def test_a_step_bound_by_its_kernels_shows_in_the_stack_cost_and_the_layer_cost(
     # one run: 2 ms + 1 ms per layer; the stack of 3: 3 ms + 1.1 ms per layer (arithmetic x3, time far less)
     bound = gpu.launch_bound(_lm_stack([3.0, 4.0, 7.0], [4.1, 5.2, 8.5], 0))
     assert bound["layer_ms_one"] == pytest.approx(1.0) and bound["layer_ms_stack"] == pytest.approx(1.1)
-    assert bound["stack_over_one"] == pytest.approx((8.5 / 7.0, 4.1 / 3.0))
+    assert bound["stack_over_one"] == pytest.approx((8.5 / 7.0, 4.1 / 3.0)) and bound["stacks"] == (3, 3)
+
+
+def test_the_layer_cost_is_taken_at_the_stack_size_most_depths_were_timed_at():
+    # depth 5 timed with a stack of 7 (as the paper's 5-layer runs are stacked): its step is left out of the slopes
+    stored = _lm_stack([3.0, 4.0, 7.0], [4.1, 5.2, 8.5], 0)
+    stored["results"]["rows"][2] |= {"stack": 7, "median_ms": {"one bf16": 7.0, "stack tf32": 30.0}}
+    bound = gpu.launch_bound(stored)
+    assert bound["layer_stack"] == 3 and bound["stacks"] == (3, 7)
+    assert bound["layer_ms_one"] == pytest.approx(1.0) and bound["layer_ms_stack"] == pytest.approx(1.1)
+    assert bound["stack_over_one"][1] == pytest.approx(30.0 / 7.0)
+    stored["results"]["rows"][1]["stack"] = 5
+    with pytest.raises(ValueError, match="two depths timed at one stack size"):
+        gpu.launch_bound(stored)
 
 
 def test_the_run_counts_are_the_papers():

@@ -56,17 +56,23 @@ def step_rows(lm_stack: Mapping[str, Any]) -> list[dict[str, Any]]:
              "authors / stacked, per run": f"{r['authors_over_stacked']:.1f}x"} for r in lm_stack["results"]["rows"]]
 
 
-def launch_bound(lm_stack: Mapping[str, Any]) -> dict[str, float | tuple[float, float]]:
-    """What says the step is bound by how many kernels run, not by their arithmetic: a stack's step over one run's
-    step per depth (``stack_over_one``, smallest and largest: the stack does R times the arithmetic), and the cost
-    of one more layer (the least-squares slope of the step over the depths, ms) for one run and for the stack."""
+def launch_bound(lm_stack: Mapping[str, Any]) -> dict[str, Any]:
+    """What says the step is bound by how many kernels run, not by their arithmetic. ``stack_over_one``: a stack's
+    step over one run's step, smallest and largest over the depths (the stack does R times the arithmetic), and
+    ``stacks`` the smallest and largest R. ``layer_ms_one`` and ``layer_ms_stack``: the cost of one more layer
+    (least-squares slope of the step over the depths, ms) for one run and for a stack of ``layer_stack`` runs, the
+    stack size most depths were timed at (the slope is taken over those depths only, as R changes the step)."""
     rows = lm_stack["results"]["rows"]
-    layers = [r["layers"] for r in rows]
-    one = [r["median_ms"][r["best_one"]] for r in rows]
-    stack = [r["median_ms"][r["best_stack"]] for r in rows]
-    ratios = [s / o for s, o in zip(stack, one)]
-    return {"stack_over_one": (min(ratios), max(ratios)), "layer_ms_one": float(np.polyfit(layers, one, 1)[0]),
-            "layer_ms_stack": float(np.polyfit(layers, stack, 1)[0])}
+    ratios = [r["median_ms"][r["best_stack"]] / r["median_ms"][r["best_one"]] for r in rows]
+    sizes = [r["stack"] for r in rows]
+    common = max(set(sizes), key=sizes.count)
+    same = [r for r in rows if r["stack"] == common]
+    if len(same) < 2:
+        raise ValueError(f"the layer cost needs two depths timed at one stack size; stack sizes by depth: {sizes}")
+    layers = [r["layers"] for r in same]
+    return {"stack_over_one": (min(ratios), max(ratios)), "stacks": (min(sizes), max(sizes)), "layer_stack": common,
+            "layer_ms_one": float(np.polyfit(layers, [r["median_ms"][r["best_one"]] for r in same], 1)[0]),
+            "layer_ms_stack": float(np.polyfit(layers, [r["median_ms"][r["best_stack"]] for r in same], 1)[0])}
 
 
 def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) -> list[Goal]:
