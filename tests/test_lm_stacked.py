@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -114,6 +116,12 @@ def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile():
             found = explain(x, y)
         stack.masks.advance()
         assert (found.graph_count, found.graph_break_count) == (1, 0), [b.reason for b in found.break_reasons]
+        # no word index (an arange) is multiplied by a Python number: Triton refuses the 64-bit literal that
+        # torch.compile then writes into the GPU kernel's index arithmetic (the H200 loan of 2026-11-27)
+        nodes = list(found.graphs[0].graph.nodes)
+        aranges = {n for n in nodes if n.target is torch.arange}
+        assert not [n for n in nodes if n.target in (operator.mul, torch.mul) and set(n.args) & aranges
+                    and any(isinstance(a, int) for a in n.args)]
 
 
 def test_mix64_is_splitmix64_modulo_2_to_the_64():

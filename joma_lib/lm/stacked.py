@@ -99,6 +99,9 @@ class CounterMasks:
     def __init__(self, seeds: Sequence[int], step: int, device: torch.device) -> None:
         self.seeds = torch.tensor(list(seeds), dtype=torch.int64, device=device)
         self.step = torch.tensor(step, dtype=torch.int64, device=device)
+        # G as a tensor where it multiplies word indices: a number there becomes, in code that torch.compile
+        # writes for a GPU, a literal times a 32-bit index, which Triton refuses (64-bit literal out of range)
+        self._golden = torch.tensor(_GOLDEN, dtype=torch.int64, device=device)
         self.site = 0
         self._key: Hashable = None
         self._sizes: list[int] = []  # the sites drawn so far in this step
@@ -133,7 +136,7 @@ class CounterMasks:
         else:
             self._sizes.append(n)
             index = torch.arange((n + 3) // 4, dtype=torch.int64, device=self.seeds.device)
-            words = mix64(self._streams(site) + index * _GOLDEN)
+            words = mix64(self._streams(site) + index * self._golden)
         return words.view(torch.int16)[:, :n].reshape(-1)
 
 
