@@ -49,14 +49,15 @@ PAPER_STEPS = PRESETS["paper"]["steps"]
 
 
 def stacked_step(models: list[TransformerLM], device: torch.device, precision: str, x: torch.Tensor,
-                 y: torch.Tensor, compiled: bool = False) -> StackStep:
-    """The step of ``models`` as a stack, warmed up (and captured on a GPU) before it is timed (``.step(x, y)``);
-    ``compiled``: with its training loss through ``torch.compile`` (compiled during the warm-up)."""
+                 y: torch.Tensor, compiled: bool = False, capture: bool = True) -> StackStep:
+    """The step of ``models`` as a stack, warmed up (and captured on a GPU, unless ``capture`` is False) before it
+    is timed (``.step(x, y)``); ``compiled``: with its training loss through ``torch.compile`` (compiled during the
+    warm-up)."""
     stack = StackedLM.from_models(models, mask_source(device, list(range(len(models)))), device)
     if compiled:
         stack.compile_losses()
     step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-4] * len(models), device),
-                     on_device([0.5] * len(models), device), precision)
+                     on_device([0.5] * len(models), device), precision, capture)
     step.warm_up(x, y)
     return step
 

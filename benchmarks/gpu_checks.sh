@@ -8,8 +8,9 @@
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
 #      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
 #   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone, a stopped one resumes there: the
-#      checks the paper-scale runs stand on), and the stacked step compiled by torch.compile against the step as
-#      trained (benchmarks/bench_lm_compile.py: whether the runners should compile);
+#      checks the paper-scale runs stand on), the profile of a 5-layer stack's step, kernel by kernel (benchmarks/
+#      profile_lm_stack.py: where its time goes), and the stacked step compiled by torch.compile against the step
+#      as trained (benchmarks/bench_lm_compile.py: whether the runners should compile);
 #   3. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed), then the
 #      rest of the test suite under JOMA_DEVICE=cuda;
@@ -101,6 +102,7 @@ steps=(
   "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 10 \
 --out $out"
   "tests-gpu|120|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"
+  "profile|60|$PY benchmarks/profile_lm_stack.py --device cuda --out $out"
   "bench-compile|120|$PY benchmarks/bench_lm_compile.py --device cuda --out $out"
   "verify|170|timeout -s INT @VERIFY_SECONDS@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store \
 --keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \

@@ -34,7 +34,7 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     assert [line.split()[0] for line in skipped] == ["verify", "tests"], done.stdout
     assert all(line.endswith("(skipped: --skip)") for line in skipped)
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
-    assert names == ["bench-lm", "bench-table1", "tests-gpu", "bench-compile", "verify", "tests", "paper-lm",
+    assert names == ["bench-lm", "bench-table1", "tests-gpu", "profile", "bench-compile", "verify", "tests", "paper-lm",
                      "paper-table1"]
     # the script writes the stack size out; the library's PAPER_GPU_STACK (the benchmark's) must be the same
     assert f"--preset paper paper-lr --stack --stack-size {PAPER_GPU_STACK} --max-vocab 33278" in done.stdout
@@ -75,7 +75,7 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     python = tmp_path / "python"
     python.write_text(f'#!/bin/bash\nif [[ "$*" == *cuda.is_available* ]]; then exit 0; fi\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
-    checks = "bench-lm,bench-table1,tests-gpu,bench-compile,verify,tests"  # the runs alone: what this test is about
+    checks = "bench-lm,bench-table1,tests-gpu,profile,bench-compile,verify,tests"  # the runs alone: what this test is about
     done = _run("bash", "benchmarks/gpu_checks.sh", "--skip", checks, "--budget", "120", "--finished",
                 str(tmp_path / "finished"), "--state", str(tmp_path / "state"), "--out", str(tmp_path / "out"),
                 "--pack", str(tmp_path / "pack"),
