@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from joma_lib.chapters.rerun import paper
+from joma_lib.lm.presets import paper_sweep_configs
 from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import online_claims
 
@@ -76,3 +77,24 @@ def test_they_are_in_the_ledger_as_paper_claims_set_before_data_and_not_run_unti
         paper.fetch_paper_rerun()
     np.savez(tmp_path / "rerun-paper.npz", **_sweep(_dip_and_bounce, _paper_like_loss))
     assert paper.fetch_paper_rerun()["attn_entropy"].shape == (30, len(STEPS), 10)
+
+
+def test_the_runs_so_far_give_each_depths_dips_and_best_loss():
+    # a sweep with only the 1- and 2-layer runs: a dip of 0.5 to the minimum at step 20,000, then a rebound of 0.2
+    full = _sweep(lambda t, j, lr: np.where(t <= 20_000, 2.5 - 0.5 * t / 20_000, 2.0 + 0.2 * (t - 20_000) / 38_000),
+                  lambda d, lr: 5.0 - 0.1 * d)
+    keep = full["nlayers"] <= 2
+    rows = paper.so_far_rows({k: v[keep] for k, v in full.items()})
+    assert [(r["layers"], r["lr"], r["seeds"]) for r in rows] == [(1, 1e-4, 3), (2, 1e-4, 3)]
+    assert [len(r["dip_and_rebound"]) for r in rows] == [1, 2]
+    assert np.allclose([x for r in rows for x in r["dip_and_rebound"]], 0.2)
+    assert [r["best_val_loss"] for r in rows] == pytest.approx([4.9, 4.8])
+
+
+def test_the_stored_runs_so_far_are_paper_scale_runs_of_the_sweep():
+    """The committed runs so far are runs of the pre-registered sweep, whole: 58,000 steps, an evaluation every 1,000."""
+    data = np.load(paper.PAPER_SO_FAR)
+    configs = {(c.n_layers, c.lr, c.seed) for c in paper_sweep_configs()}
+    assert {(int(n), float(lr), int(s)) for n, lr, s in zip(data["nlayers"], data["lr"], data["seed"])} <= configs
+    assert (data["minibatch"][:, -1] == 58_000).all() and (np.diff(data["minibatch"], axis=1) == 1000).all()
+    assert np.isfinite(data["val_loss"]).all()

@@ -37,6 +37,8 @@ from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
 
 PAPER_RESULTS = RESULTS_DIR / "rerun-paper.npz"
+#: the runs of the sweep finished so far (collected from benchmarks/gpu_finished/paper, loan by loan), until all are
+PAPER_SO_FAR = RESULTS_DIR / "rerun-paper-so-far.npz"
 FIG6_DEPTHS = (1, 2, 5, 10)
 FIG8_LRS = (1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2)
 DIP_NATS, DEEP_REBOUND_NATS, U_NATS, COLLAPSED_NATS = 0.1, 0.2, 0.1, 0.05
@@ -75,6 +77,20 @@ def rebound(curve: np.ndarray) -> float:
     """``curve[-1] - min``, 0 when the minimum is at either end."""
     k = int(np.argmin(curve))
     return float(curve[-1] - curve[k]) if 0 < k < len(curve) - 1 else 0.0
+
+
+def so_far_rows(data: FigureData) -> list[dict[str, object]]:
+    """Per (depth, lr) of the runs in ``data``: how many seeds, each layer's :func:`dip_and_rebound` of the
+    seed-averaged entropy (nats) and the best seed-averaged validation loss: the measures of the claims below, read
+    on the runs finished so far."""
+    rows = []
+    for depth, lr in sorted({(int(n), float(r)) for n, r in zip(data["nlayers"], data["lr"], strict=True)}):
+        entropy, loss = seed_mean(data, depth, lr)
+        seeds = int(((data["nlayers"] == depth) & np.isclose(data["lr"], lr, rtol=1e-6, atol=0.0)).sum())
+        rows.append({"layers": depth, "lr": lr, "seeds": seeds,
+                     "dip_and_rebound": [dip_and_rebound(entropy[:, j]) for j in range(depth)],
+                     "best_val_loss": float(np.nanmin(loss))})
+    return rows
 
 
 def shallow_dip_and_rebound(data: FigureData) -> float:
