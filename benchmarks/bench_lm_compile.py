@@ -6,17 +6,23 @@ and shift) into single kernels. At one depth and stack size (default 5 layers, 7
 runs, as ``gpu_checks.sh`` stacks them), the two steps take turns in one process, both captured as CUDA graphs on a
 GPU, median of ``--repeats``. It prints how long compiling took (the warm-up), both steps and their ratio, and how
 far the two stacks' running losses lie apart after the timed steps (the same runs from the same start: compiling
-only changes the rounding). The runners do not compile; this measures whether they should::
+only changes the rounding). The runners compile on request (``lm run --stack --compile``); this measures whether
+they should, and ``--verdict FILE`` prints ``--compile`` when the stored measurement in FILE says so
+(:func:`compile_pays`: ``gpu_checks.sh`` trains the paper-scale runs compiled then)::
 
     python benchmarks/bench_lm_compile.py --device cuda          # benchmarks/gpu_checks.sh runs it
     python benchmarks/bench_lm_compile.py --device cpu --layers 1 --stack 2 --vocab 2000 --repeats 3 --no-write
+    python benchmarks/bench_lm_compile.py --verdict gpu_runs/out/lm_compile.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -27,8 +33,23 @@ from joma_lib.lm.model import TransformerLM
 from joma_lib.lm.precision import PrecisionUnavailableError, require
 
 
+#: the compiled step trains the runs when it is at least this much faster, both steps captured, and its running
+#: losses lie at most this far (relative) from the step's as written: rounding, not another computation (both set
+#: before any compiled step was timed on a GPU)
+PAYS_SPEEDUP, AGREES_RELATIVE = 1.1, 1e-2
+
+
+def compile_pays(results: Mapping[str, Any]) -> bool:
+    """Whether a stored measurement (``results`` of ``lm_compile.json``) says the runners should compile."""
+    return (results["as_trained_over_compiled"] >= PAYS_SPEEDUP and results["running_loss_apart"] <= AGREES_RELATIVE
+            and set(results["modes"].values()) == {"cuda-graph"})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--verdict", type=Path, metavar="FILE",
+                   help="measure nothing: print --compile if the measurement stored in FILE says the runners should "
+                        "compile (nothing otherwise, or where FILE is missing)")
     p.add_argument("--layers", type=int, default=5)
     p.add_argument("--stack", type=int, default=7)
     p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
@@ -40,6 +61,10 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
+    if args.verdict is not None:
+        if args.verdict.is_file():
+            print("--compile" if compile_pays(json.loads(args.verdict.read_text())["results"]) else "")
+        return
     results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements
     device = torch.device(args.device)
     try:  # before any model is built: a CPU whose bf16 kernels die (joma_lib.base.cpu) must not run them

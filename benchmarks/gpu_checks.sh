@@ -108,7 +108,8 @@ steps=(
 --keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \
 env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
-  "paper-lm|100000|$lm_runs --stop-after"
+  "paper-lm|100000|flag=\$($PY benchmarks/bench_lm_compile.py --verdict $out/lm_compile.json); \
+echo \"compiled: \${flag:-no (bench-compile did not run in this loan, or says it does not pay)}\"; $lm_runs \$flag --stop-after"
   "paper-table1|100000|$table1_runs"
 )
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import shlex
 import json
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -153,9 +153,12 @@ def test_the_paper_sweep_the_plan_runs_is_30_runs_in_6_stacks(tmp_path):
     done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--state", str(tmp_path / "state"),
                 env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
     (line,) = [line for line in done.stdout.splitlines() if line.split()[:1] == ["paper-lm"]]
-    words = shlex.split(line.split("s  ", 1)[1])
-    assert words[1:3] == ["-m", "joma_lib.lm"] and words[-1] == "--stop-after"
-    args = _parser().parse_args([*words[3:], "480"])  # the script appends the seconds left
+    verdict, _, run = line.split("s  ", 1)[1].split("; ")
+    # the runs are compiled where this loan's bench-compile says it pays
+    assert verdict.endswith("benchmarks/bench_lm_compile.py --verdict gpu_runs/out/lm_compile.json)")
+    words = shlex.split(run)
+    assert words[1:3] == ["-m", "joma_lib.lm"] and words[-2:] == ["$flag", "--stop-after"]
+    args = _parser().parse_args([*words[3:-2], "--stop-after", "480"])  # the script appends the seconds left
     configs = configs_from_args(args)
     assert len(configs) == 30 and {c.max_vocab for c in configs} == {33_278}
     groups = stacks(configs, args.stack_size)
@@ -196,3 +199,26 @@ def test_the_book_build_tests_are_every_module_that_imports_the_books_tools(book
             if any(n.split(".")[0] in tools | extensions for n in names):
                 importing.add(path.name)
     assert importing == set(book_build_tests)
+
+
+@pytest.mark.parametrize("stored, verdict", [
+    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "cuda-graph"}},
+     "--compile"),
+    ({"as_trained_over_compiled": 1.05, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "cuda-graph"}},
+     ""),  # too little gained
+    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 0.3, "modes": {"a": "cuda-graph", "b": "cuda-graph"}},
+     ""),  # another computation, not rounding
+    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "eager"}},
+     ""),  # a capture that failed
+    (None, ""),  # bench-compile did not run
+])
+def test_the_runs_are_compiled_only_where_the_loans_measurement_says_it_pays(tmp_path, monkeypatch, capsys, stored,
+                                                                              verdict):
+    """What the plan's paper-lm step runs first: bench_lm_compile.py --verdict on this loan's measurement."""
+    stored_file = tmp_path / "lm_compile.json"
+    if stored is not None:
+        stored_file.write_text(json.dumps({"benchmark": "lm_compile", "results": stored}))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setattr(sys, "argv", ["bench_lm_compile.py", "--verdict", str(stored_file)])
+    importlib.import_module("bench_lm_compile").main()
+    assert capsys.readouterr().out.strip() == verdict

@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--stack-size", dest="stack_size", type=int,
                      help="with --stack: at most this many runs to a stack (default: all runs of a shape); smaller "
                           "stacks finish sooner, one by one")
+    run.add_argument("--compile", dest="compiled", action="store_true",
+                     help="with --stack: each stack's training loss through torch.compile (fused kernels; "
+                          "benchmarks/bench_lm_compile.py measures whether it pays)")
     run.add_argument("--stop-after", dest="stop_after", type=float,
                      help="with --stack: after this many seconds, checkpoint every unfinished run and stop (exit 75); "
                           "the same command continues")
@@ -166,7 +169,8 @@ def _run_on_slurm(args: argparse.Namespace, configs: Sequence[RunConfig]) -> Non
 
     if args.stack:  # one task per stack, named after its first run; each run's folder records the task
         units = {unit[0].name: unit for unit in stacks(configs, args.stack_size)}
-        submit_missing(out, [(name, (unit, str(out), device, args.threads)) for name, unit in units.items()],
+        submit_missing(out, [(name, (unit, str(out), device, args.threads, args.compiled))
+                             for name, unit in units.items()],
                        lambda name: all(finished(c.name) for c in units[name]), train_stack_on_node, resources,
                        f"joma-{out.name}", members=lambda name: [c.name for c in units[name]])
     else:
@@ -209,6 +213,8 @@ def _run(args: argparse.Namespace) -> int:
     _check_paths(args)
     if args.command == "run" and args.stack_size is not None and not args.stack:
         raise ValueError("--stack-size needs --stack")
+    if args.command == "run" and args.compiled and not args.stack:
+        raise ValueError("--compile needs --stack")
     if args.command == "run" and args.engine == "slurm":
         if args.stop_after is not None:
             raise ValueError("--stop-after is for --engine local (a Slurm task stops at its --time and resumes)")
@@ -223,7 +229,8 @@ def _run(args: argparse.Namespace) -> int:
         try:
             data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
                                       not args.no_progress, jobs=args.jobs, threads=args.threads, stack=args.stack,
-                                      stop_after=args.stop_after, stack_size=args.stack_size)
+                                      stop_after=args.stop_after, stack_size=args.stack_size,
+                                      compiled=args.compiled)
         except DeadlineReached as err:
             print(f"stopped after --stop-after {args.stop_after:g} s: {err}; finished runs are kept; run the same "
                   "command again to continue", file=sys.stderr)

@@ -130,13 +130,16 @@ def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads:
 def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
                 data: LMData | None = None, stop_at: int | None = None, threads: int = DEFAULT_THREADS,
                 stop_after: float | None = None, checkpoint_seconds: float = CHECKPOINT_SECONDS,
-                capture: bool = True) -> list[dict[str, np.ndarray]] | None:
+                capture: bool = True, compiled: bool = False) -> list[dict[str, np.ndarray]] | None:
     """Train the runs ``configs`` (one stack: :func:`stack_key` equal) into ``out_dir/<name>/`` as one model.
 
     Returns each run's arrays, as :func:`~joma_lib.lm.step.train_run` does; finished runs are loaded, the others
     resume from their checkpoints (runs that stopped at different steps train as one stack per step).
     ``stop_at`` stops before that step, as an interruption would; ``stop_after`` (seconds) checkpoints and
-    stops at the first step after it; both return None. ``capture=False`` keeps a GPU step eager.
+    stops at the first step after it; both return None. ``capture=False`` keeps a GPU step eager; ``compiled``
+    sends the training loss through ``torch.compile`` (:meth:`~joma_lib.lm.stacked.StackedLM.compile_losses`:
+    fewer, fused kernels, the same arithmetic up to rounding; whether it pays is measured by
+    ``benchmarks/bench_lm_compile.py``).
     """
     configs = [c.validated() for c in configs]
     if not configs:
@@ -174,7 +177,7 @@ def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str =
                 if precision is None:
                     precision = run_precision(group[0], dev, threads)
                 trained = _train_group(group, ckpts, out, data, dev, threads, precision, progress, stop_at, deadline,
-                                       checkpoint_seconds, capture)
+                                       checkpoint_seconds, capture, compiled)
                 if trained is None:
                     return None
                 results.update(trained)
@@ -183,7 +186,7 @@ def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str =
 
 def _train_group(cfgs: Sequence[RunConfig], ckpts: dict[str, dict[str, Any] | None], out: Path, data: LMData,
                  dev: torch.device, threads: int, precision: str, progress: bool, stop_at: int | None,
-                 deadline: float | None, checkpoint_seconds: float, capture: bool
+                 deadline: float | None, checkpoint_seconds: float, capture: bool, compiled: bool
                  ) -> dict[str, dict[str, np.ndarray]] | None:
     """Train runs that all stand at the same step (their checkpoints', or 0) to the end, as one stack."""
     record_used(precision)
@@ -205,6 +208,8 @@ def _train_group(cfgs: Sequence[RunConfig], ckpts: dict[str, dict[str, Any] | No
     step = ck0["step"] if ck0 else 0
     masks = mask_source(dev, [c.seed for c in cfgs], step, generators)
     stack = StackedLM.from_models(models, masks, dev)
+    if compiled:
+        stack.compile_losses()
     adam = AdamState(list(stack.params.values()))
     hists = []
     for r, cfg in enumerate(cfgs):
@@ -278,7 +283,7 @@ def _train_group(cfgs: Sequence[RunConfig], ckpts: dict[str, dict[str, Any] | No
         arrays = history_arrays(hists[r])
         write_results(out / cfg.name / "result.npz", arrays,
                       {**result_meta(cfg, data, dev, threads, precision), "stacked_runs": len(cfgs),
-                       "step_mode": stepper.mode})
+                       "step_mode": stepper.mode, "compiled": compiled})
         done[cfg.name] = arrays
     return done
 

@@ -46,17 +46,19 @@ def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads:
 
 
 def _run_unit(unit: Sequence[RunConfig], out_dir: str | Path, device: str, progress: bool, data: LMData,
-              threads: int, deadline: float | None) -> list[tuple[RunConfig, dict[str, np.ndarray]]]:
-    """Train one run, or one stack of runs (``len(unit) > 1`` or a ``deadline``: :func:`train_stack`), on
+              threads: int, deadline: float | None, compiled: bool = False
+              ) -> list[tuple[RunConfig, dict[str, np.ndarray]]]:
+    """Train one run, or one stack of runs (``len(unit) > 1``, a ``deadline`` or ``compiled``: :func:`train_stack`), on
     ``data``, named after the corpus actually loaded (a stand-in if WikiText fell back). A stack that reaches its
     ``deadline`` (``time.time()``) raises :class:`DeadlineReached` once its runs are checkpointed."""
     unit = [replace(cfg, data=data.name) for cfg in unit]
-    if deadline is None and len(unit) == 1:
+    if deadline is None and len(unit) == 1 and not compiled:
         result = train_run(unit[0], out_dir, device, progress, data=data, threads=threads)
         assert result is not None
         return [(unit[0], result)]
     remaining = None if deadline is None else max(deadline - time.time(), 1e-9)
-    results = train_stack(unit, out_dir, device, progress, data=data, threads=threads, stop_after=remaining)
+    results = train_stack(unit, out_dir, device, progress, data=data, threads=threads, stop_after=remaining,
+                          compiled=compiled)
     if results is None:
         raise DeadlineReached(f"stopped at the deadline in the stack of {', '.join(c.name for c in unit)}; its runs "
                               "are checkpointed")
@@ -85,7 +87,8 @@ def train_on_node(cfg: RunConfig, out_dir: str, device: str, threads: int) -> st
     return cfg.name
 
 
-def train_stack_on_node(cfgs: Sequence[RunConfig], out_dir: str, device: str, threads: int) -> str:
+def train_stack_on_node(cfgs: Sequence[RunConfig], out_dir: str, device: str, threads: int, compiled: bool = False
+                        ) -> str:
     """One stack of runs as a task of the Slurm engine (``run --engine slurm --stack``), as :func:`train_on_node`
     trains one run; returns the name of its first run."""
     print(f"stack of {', '.join(c.name for c in cfgs)}: starting on {socket.gethostname()}, device {device}, "
@@ -93,7 +96,7 @@ def train_stack_on_node(cfgs: Sequence[RunConfig], out_dir: str, device: str, th
     first = cfgs[0]
     data = load_lm_data(first.data, first.batch_size, first.eval_batch_size, first.max_vocab, first.data_seed,
                         fallback=False)
-    train_stack(cfgs, out_dir, device, progress=False, data=data, threads=threads)
+    train_stack(cfgs, out_dir, device, progress=False, data=data, threads=threads, compiled=compiled)
     print(f"stack of {len(cfgs)} runs: finished", flush=True)
     return first.name
 
@@ -102,12 +105,13 @@ def _data_key(cfg: RunConfig) -> tuple[Any, ...]:
     return (cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed)
 
 
-def _worker(unit: Sequence[RunConfig], out_dir: str, device: str, threads: int, deadline: float | None
-            ) -> tuple[list[tuple[RunConfig, dict[str, np.ndarray]]], str, float]:
+def _worker(unit: Sequence[RunConfig], out_dir: str, device: str, threads: int, deadline: float | None,
+            compiled: bool) -> tuple[list[tuple[RunConfig, dict[str, np.ndarray]]], str, float]:
     """One run or stack in a worker process (``run_sweep(..., jobs > 1)``)."""
     start = time.perf_counter()
     data = load_lm_data(*_data_key(unit[0]))
-    return _run_unit(unit, out_dir, device, False, data, threads, deadline), data.note, time.perf_counter() - start
+    trained = _run_unit(unit, out_dir, device, False, data, threads, deadline, compiled)
+    return trained, data.note, time.perf_counter() - start
 
 
 _PR_SET_PDEATHSIG = 1
@@ -141,14 +145,15 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
 
 def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
               log: Callable[[str], None] = print, jobs: int = 1, threads: int = DEFAULT_THREADS,
-              stack: bool = False, stop_after: float | None = None, stack_size: int | None = None
-              ) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
+              stack: bool = False, stop_after: float | None = None, stack_size: int | None = None,
+              compiled: bool = False) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
     """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
 
     ``stack=True`` trains the runs that share their shapes as one stacked model each
     (:func:`~joma_lib.lm.stack.stacks`, at most ``stack_size`` runs to a stack, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
     ``stack`` only) checkpoints every unfinished stack when that time has passed and raises
-    :class:`DeadlineReached`: the same call later continues. ``jobs > 1`` trains that many runs (or stacks, cut
+    :class:`DeadlineReached`: the same call later continues; ``compiled`` (with ``stack`` only) trains each stack
+    with its loss through ``torch.compile``. ``jobs > 1`` trains that many runs (or stacks, cut
     into :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with this process; otherwise they go one after the
     other and each corpus is loaded once. Every run uses ``threads`` CPU threads either way, so the results do
     not depend on ``jobs``. ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
@@ -161,6 +166,8 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
         if not stack:
             raise ValueError("stop_after needs stack=True (--stop-after needs --stack)")
         check_float("stop_after", stop_after, 0, low_open=True)
+    if compiled and not stack:
+        raise ValueError("compiled needs stack=True (--compile needs --stack)")
     if stack_size is not None:
         if not stack:
             raise ValueError("stack_size needs stack=True (--stack-size needs --stack)")
@@ -174,7 +181,7 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
         with worker_pool(jobs) as pool:
-            futures = [pool.submit(_worker, unit, str(out_dir), device, threads, deadline) for unit in units]
+            futures = [pool.submit(_worker, unit, str(out_dir), device, threads, deadline, compiled) for unit in units]
             for future in futures:
                 trained, note, seconds = future.result()
                 log(f"{', '.join(cfg.name for cfg, _ in trained)}: done in {seconds:.0f} s ({note})")
@@ -187,7 +194,7 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
                 loaded[key] = load_lm_data(*key)
                 log(loaded[key].note)
             start = time.perf_counter()
-            trained = _run_unit(unit, out_dir, device, progress, loaded[key], threads, deadline)
+            trained = _run_unit(unit, out_dir, device, progress, loaded[key], threads, deadline, compiled)
             log(f"{', '.join(cfg.name for cfg, _ in trained)}: done in {time.perf_counter() - start:.0f} s")
             done += trained
     trained_order = [cfg for unit in units for cfg in unit]  # the order of ``done``
