@@ -163,22 +163,23 @@ def test_the_compile_benchmark_refuses_bf16_where_it_dies_before_building_a_mode
     assert "error: --precision bf16 needs bf16, which cannot run on this machine" in done.stderr.splitlines()[-1]
 
 
-def test_the_step_profile_ranks_where_a_steps_time_goes(tmp_path):
+def test_the_step_profile_ranks_where_a_steps_time_goes(tmp_path, monkeypatch, capsys):
     """benchmarks/profile_lm_stack.py (run on a GPU by gpu_checks.sh) on a CPU: the eager step's operators, their
     time per step ranked, stored; a count below 1 is refused at the start, naming its option."""
+    import importlib
     import json
-    import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).parents[1] / "benchmarks" / "profile_lm_stack.py"
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))
+    profile_main = importlib.import_module("profile_lm_stack").main
     small = ["--device", "cpu", "--layers", "1", "--stack", "2", "--vocab", "300", "--precision", "fp32", "--top", "5"]
-    refused = subprocess.run([sys.executable, str(script), *small, "--steps", "0"], capture_output=True, text=True,
-                             timeout=120)
-    assert refused.returncode == 2 and "--steps must be at least 1 (got 0)" in refused.stderr
-    done = subprocess.run([sys.executable, str(script), *small, "--steps", "2", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(sys, "argv", ["profile_lm_stack.py", *small, "--steps", "0"])
+    with pytest.raises(SystemExit) as refused:
+        profile_main()
+    assert refused.value.code == 2 and "--steps must be at least 1 (got 0)" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["profile_lm_stack.py", *small, "--steps", "2", "--out", str(tmp_path)])
+    profile_main()
     eager = json.loads((tmp_path / "lm_profile.json").read_text())["results"]["modes"]["eager"]
     ranked = [row["ms"] for row in eager["by_name"]]
     assert len(ranked) == 5 and ranked == sorted(ranked, reverse=True) and 0 < sum(ranked) <= eager["busy_ms"]
