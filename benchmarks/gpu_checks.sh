@@ -15,8 +15,8 @@
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed), then the
 #      rest of the test suite under JOMA_DEVICE=cuda;
 #   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs in 6 stacks: the 3 seeds of each
-#      of the 1-, 2- and 10-layer models, the 21 runs of the 5-layer model in 3 stacks of 7, so that a loan finishes
-#      whole stacks; WikiText-2 where the
+#      of the 1-, 2- and 10-layer models, the 21 runs of the 5-layer model in 3 stacks of 7, trained cheapest first,
+#      so that a loan finishes whole stacks; compiled where this loan's bench-compile says it pays; WikiText-2 where the
 #      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration
 #      (40 runs in 4 stacks of 10, each finished stack kept; TF32 products: in fp32 its ~1.1e17 FLOP alone take
 #      ~28 minutes of an H100).
@@ -97,13 +97,14 @@ lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 7 -
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
+# tests-gpu and bench-compile build inductor's kernels, cold on a fresh machine: hence their longer caps
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
   "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 10 \
 --out $out"
-  "tests-gpu|120|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"
+  "tests-gpu|180|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"
   "profile|60|$PY benchmarks/profile_lm_stack.py --device cuda --out $out"
-  "bench-compile|120|$PY benchmarks/bench_lm_compile.py --device cuda --out $out"
+  "bench-compile|180|$PY benchmarks/bench_lm_compile.py --device cuda --out $out"
   "verify|170|timeout -s INT @VERIFY_SECONDS@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store \
 --keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \
 env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"

@@ -104,3 +104,28 @@ def test_python_m_joma_lib_lm_is_the_command_line():
     proc = subprocess.run([sys.executable, "-m", "joma_lib.lm", "status", "--help"], capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m joma_lib.lm status")
+
+
+def test_against_a_deadline_the_cheapest_stacks_train_first(tmp_path, monkeypatch):
+    """With --stop-after (a lent GPU), the stacks go in order of their runs' layers summed, so that the time left
+    finishes whole stacks: the paper sweep's 10-layer stack of 3 before the 5-layer stacks of 7."""
+    from dataclasses import replace
+
+    from joma_lib.lm.presets import PAPER_GPU_STACK, paper_sweep_configs
+    from joma_lib.lm.sweep import DeadlineReached, run_sweep
+
+    order = []
+
+    def record(unit, *args):
+        order.append((unit[0].n_layers, len(unit)))
+        if len(order) == 6:
+            raise DeadlineReached("every stack seen")
+        return []
+
+    monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: type("Data", (), {"note": ""})())
+    monkeypatch.setattr(sweep_module, "_run_unit", record)
+    configs = [replace(c, precision="fp32") for c in paper_sweep_configs()]
+    with pytest.raises(DeadlineReached):
+        run_sweep(configs, tmp_path, "cpu", progress=False, log=lambda _: None, stack=True, stop_after=60,
+                  stack_size=PAPER_GPU_STACK)
+    assert order == [(1, 3), (2, 3), (10, 3), (5, 7), (5, 7), (5, 7)]

@@ -152,7 +152,7 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
     ``stack=True`` trains the runs that share their shapes as one stacked model each
     (:func:`~joma_lib.lm.stack.stacks`, at most ``stack_size`` runs to a stack, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
     ``stack`` only) checkpoints every unfinished stack when that time has passed and raises
-    :class:`DeadlineReached`: the same call later continues; ``compiled`` (with ``stack`` only) trains each stack
+    :class:`DeadlineReached`: the same call later continues (one stack at a time, the cheapest first); ``compiled`` (with ``stack`` only) trains each stack
     with its loss through ``torch.compile``. ``jobs > 1`` trains that many runs (or stacks, cut
     into :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with this process; otherwise they go one after the
     other and each corpus is loaded once. Every run uses ``threads`` CPU threads either way, so the results do
@@ -178,6 +178,10 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
     else:
         configs = sweep_precision(configs, resolve_device(device), threads)
     units = shares(stacks(configs, stack_size), jobs) if stack else [[cfg] for cfg in configs]
+    if deadline is not None and jobs == 1:
+        # against a deadline, the cheapest stacks first (their runs' layers summed): the time finishes as many whole
+        # stacks as it can (on a lent GPU, a stack cut at the deadline is lost with the machine)
+        units.sort(key=lambda unit: sum(c.n_layers for c in unit))
     done: list[tuple[RunConfig, dict[str, np.ndarray]]] = []
     if jobs > 1:
         with worker_pool(jobs) as pool:
