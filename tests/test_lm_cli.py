@@ -1,5 +1,6 @@
 """The command line of the runs (:mod:`joma_lib.lm.cli`): run, collect and plot; clear errors for bad settings."""
 
+import json
 import subprocess
 import sys
 
@@ -24,6 +25,9 @@ def test_command_line_runs_collects_and_plots(tmp_path, tiny_run_data, monkeypat
     assert main(args) == 0
     with np.load(tmp_path / "sweep.npz") as npz:
         assert npz["attn_entropy"].shape == (2, 3, 2) and npz["nlayers"].tolist() == [1, 2]
+    # the collected sweep says how its runs were trained (one way here), as their own result files do
+    (trained,) = json.loads((tmp_path / "sweep.json").read_text())["trained"]
+    assert trained["device"] == "cpu" and trained["torch"] == torch.__version__ and trained["step_mode"] is None
     data, configs = load_sweep(tmp_path / "runs")
     assert [c.n_layers for c in configs] == [1, 2]
     assert figures_main(["sweep", str(tmp_path / "runs"), "--figure", "fig6", "-o", str(tmp_path / "fig6.png")]) == 0

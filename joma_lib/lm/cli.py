@@ -21,6 +21,7 @@ Drawing the runs belongs to the figures' command line: ``python -m joma_lib.figu
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -130,8 +131,18 @@ def configs_from_args(args: argparse.Namespace) -> list[RunConfig]:
     return list(configs.values())
 
 
-def _sweep_meta(configs: Sequence[RunConfig]) -> dict[str, Any]:
-    return {"configs": [asdict(c) for c in configs], "torch": torch.__version__}
+#: what a run's result.json says of how it was trained, kept per distinct value in a collected sweep
+TRAINED_KEYS = ("device", "torch", "precision_used", "step_mode", "stacked_runs", "compiled", "data_note")
+
+
+def _sweep_meta(configs: Sequence[RunConfig], out: str | Path) -> dict[str, Any]:
+    """The json of a collected sweep: its configs, the torch that collected them, and how its runs were trained
+    (each distinct combination of :data:`TRAINED_KEYS` their result files under ``out`` record: runs trained on
+    another machine, a GPU say, keep saying so once collected)."""
+    trained = {json.dumps({k: meta.get(k) for k in TRAINED_KEYS}, sort_keys=True)
+               for meta in (json.loads((Path(out) / c.name / "result.json").read_text()) for c in configs)}
+    return {"configs": [asdict(c) for c in configs], "torch": torch.__version__,
+            "trained": [json.loads(t) for t in sorted(trained)]}
 
 
 def _slurm_precision(configs: Sequence[RunConfig], device: str, gpus: int, threads: int) -> list[RunConfig]:
@@ -182,7 +193,8 @@ def _run_on_slurm(args: argparse.Namespace, configs: Sequence[RunConfig]) -> Non
         if any(r is None for r in runs):
             raise ValueError(f"{out} holds results of other settings for "
                              f"{', '.join(c.name for c, r in zip(configs, runs, strict=True) if r is None)}")
-        write_results(Path(args.results), collect([r for r in runs if r is not None], configs), _sweep_meta(configs))
+        write_results(Path(args.results), collect([r for r in runs if r is not None], configs),
+                      _sweep_meta(configs, out))
         print(f"wrote {args.results}")
     else:
         print(f"follow them with `python -m joma_lib.lm status --out {args.out}`; when they are done, "
@@ -236,10 +248,10 @@ def _run(args: argparse.Namespace) -> int:
                   "command again to continue", file=sys.stderr)
             return 75
         if args.results:
-            write_results(Path(args.results), data, _sweep_meta(configs))
+            write_results(Path(args.results), data, _sweep_meta(configs, args.out))
             print(f"wrote {args.results}")
     else:
         data, configs = load_sweep(args.out)
-        write_results(Path(args.results), data, _sweep_meta(configs))
+        write_results(Path(args.results), data, _sweep_meta(configs, args.out))
         print(f"wrote {args.results} ({len(configs)} runs)")
     return 0
