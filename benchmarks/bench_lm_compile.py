@@ -26,11 +26,9 @@ from typing import Any
 
 import torch
 
-from bench_lm_stack import stacked_step
+from bench_lm_stack import paper_stack, stacked_step
 from bench_lm_step import time_alternately
 from joma_lib.kit.benchmarks import CLOCKS, median_ms, results_path, save_results
-from joma_lib.lm.model import TransformerLM
-from joma_lib.lm.precision import PrecisionUnavailableError, require
 
 
 #: the compiled step trains the runs when it is at least this much faster, both steps captured, and its running
@@ -67,14 +65,7 @@ def main() -> None:
         return
     results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements
     device = torch.device(args.device)
-    try:  # before any model is built: a CPU whose bf16 kernels die (joma_lib.base.cpu) must not run them
-        require(args.precision, device, f"--precision {args.precision}")
-    except PrecisionUnavailableError as err:
-        p.error(str(err))
-    torch.manual_seed(0)
-    models = [TransformerLM(args.vocab, args.layers) for _ in range(args.stack)]
-    tokens = torch.randint(0, args.vocab, (20, 36), device=device)
-    x, y = tokens[:, :-1], tokens[:, 1:]
+    models, x, y = paper_stack(p, args.precision, device, args.layers, args.stack, args.vocab)
     steps, warm_up_s = {}, {}
     for name, compiled in (("as trained", False), ("compiled", True)):
         start = time.perf_counter()

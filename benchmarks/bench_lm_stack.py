@@ -36,7 +36,7 @@ import torch
 from bench_lm_step import BaselineLM, baseline_step, time_alternately
 from joma_lib.kit.benchmarks import CLOCKS, add_allocator_option, apply_allocator, median_ms, results_path, save_results
 from joma_lib.lm.model import TransformerLM, causal_mask
-from joma_lib.lm.precision import candidates
+from joma_lib.lm.precision import PrecisionUnavailableError, candidates, require
 from joma_lib.lm.presets import PAPER_GPU_STACK, PRESETS, paper_sweep_configs
 from joma_lib.base.device import pinned_threads
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
@@ -46,6 +46,21 @@ from joma_lib.lm.step import make_optimizer, train_step
 #: runs of each depth in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
 PAPER_RUNS = dict(Counter(cfg.n_layers for cfg in paper_sweep_configs()))
 PAPER_STEPS = PRESETS["paper"]["steps"]
+
+
+def paper_stack(p: argparse.ArgumentParser, precision: str, device: torch.device, n_layers: int, n_runs: int,
+                vocab: int) -> tuple[list[TransformerLM], torch.Tensor, torch.Tensor]:
+    """``n_runs`` models of the paper's shapes (seeded) and one batch ``x -> y`` of 20 x 35 tokens on ``device``,
+    for a stacked step in ``precision``; first (before any model is built) a CPU whose bf16 kernels die
+    (:mod:`joma_lib.base.cpu`) refuses that precision through ``p.error``, naming --precision."""
+    try:
+        require(precision, device, f"--precision {precision}")
+    except PrecisionUnavailableError as err:
+        p.error(str(err))
+    torch.manual_seed(0)
+    models = [TransformerLM(vocab, n_layers) for _ in range(n_runs)]
+    tokens = torch.randint(0, vocab, (20, 36), device=device)
+    return models, tokens[:, :-1], tokens[:, 1:]
 
 
 def stacked_step(models: list[TransformerLM], device: torch.device, precision: str, x: torch.Tensor,

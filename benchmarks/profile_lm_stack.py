@@ -26,10 +26,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench_lm_stack import stacked_step
+from bench_lm_stack import paper_stack, stacked_step
 from joma_lib.kit.benchmarks import results_path, save_results
-from joma_lib.lm.model import TransformerLM
-from joma_lib.lm.precision import PrecisionUnavailableError, require
 from joma_lib.lm.presets import PAPER_GPU_STACK
 
 
@@ -77,14 +75,7 @@ def main() -> None:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device here")
-    try:  # before any model is built: a CPU whose bf16 kernels die (joma_lib.base.cpu) must not run them
-        require(args.precision, device, f"--precision {args.precision}")
-    except PrecisionUnavailableError as err:
-        p.error(str(err))
-    torch.manual_seed(0)
-    models = [TransformerLM(args.vocab, args.layers) for _ in range(args.stack)]
-    tokens = torch.randint(0, args.vocab, (20, 36), device=device)
-    x, y = tokens[:, :-1], tokens[:, 1:]
+    models, x, y = paper_stack(p, args.precision, device, args.layers, args.stack, args.vocab)
     modes = {"cuda-graph": True, "eager": False} if device.type == "cuda" else {"eager": False}
     found = {}
     for mode, capture in modes.items():

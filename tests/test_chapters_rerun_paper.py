@@ -93,7 +93,8 @@ def test_the_runs_so_far_give_each_depths_dips_and_best_loss():
 
 def test_the_stored_runs_so_far_are_paper_scale_runs_of_the_sweep():
     """The committed runs so far are runs of the pre-registered sweep, whole: 58,000 steps, an evaluation every 1,000."""
-    data = np.load(paper.PAPER_SO_FAR)
+    with np.load(paper.PAPER_SO_FAR) as npz:
+        data = {k: npz[k] for k in npz.files}
     configs = {(c.n_layers, c.lr, c.seed) for c in paper_sweep_configs()}
     assert {(int(n), float(lr), int(s)) for n, lr, s in zip(data["nlayers"], data["lr"], data["seed"])} <= configs
     assert (data["minibatch"][:, -1] == 58_000).all() and (np.diff(data["minibatch"], axis=1) == 1000).all()
