@@ -7,9 +7,9 @@ depth, four steps alternate in one process (same inputs, threads and GPU), media
 * ours, one run: :func:`joma_lib.lm.step.train_step` (the unstacked runner), fp32;
 * ours, one run as a stack of one: :class:`joma_lib.lm.stack_step.StackStep` (one CUDA graph on a GPU), in the
   precision ``auto`` would measure fastest for it (each candidate is timed; all are printed);
-* ours, a stack of R runs (on a GPU as ``gpu_checks.sh`` trains the paper sweep with ``--stack-size 7``: 7 of the
-  21 runs of the 5-layer model, the 3 seeds of every other depth; ``--stack 21`` for the 5-layer runs as one
-  stack), in its fastest precision; the per-run time is the stack's step over R.
+* ours, a stack of R runs (on a GPU :data:`~joma_lib.lm.presets.PAPER_GPU_STACK`: 7 of the 21 runs of the 5-layer
+  model, the 3 seeds of every other depth; ``--stack 21`` for the 5-layer runs as one stack), in its fastest
+  precision; the per-run time is the stack's step over R.
 
 On a GPU it also times two 5-layer stacks' steps one after the other and each on its own CUDA stream (whether
 training two stacks at once would pay: a step of this small model leaves most of the GPU idle). From the stacked
@@ -142,8 +142,8 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--stack", type=int, default=None, help=f"runs per stack (default on a GPU: as gpu_checks.sh "
-                                                            f"trains them, up to {PAPER_GPU_STACK}; 2 on a CPU)")
+    p.add_argument("--stack", type=int, default=None, help=f"runs per stack (default on a GPU: the paper sweep's "
+                                                            f"runs of the depth, up to {PAPER_GPU_STACK}; 2 on a CPU)")
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")

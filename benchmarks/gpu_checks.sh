@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything the companion checks on a GPU, in one command that fits a short loan of a GPU machine (<= 9 minutes):
 #
-#   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--state DIR] [--out DIR] [--pack DIR]
-#                                 [--skip STEP,...] [--finished DIR]
+#   bash benchmarks/gpu_checks.sh [--dry-run] [--budget SECONDS] [--loan SECONDS] [--state DIR] [--out DIR]
+#                                 [--pack DIR] [--skip STEP,...] [--finished DIR]
 #
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
@@ -14,10 +14,12 @@
 #   3. `python -m joma_lib.figures verify` of every figure under JOMA_DEVICE=cuda (Table 1 included), and its
 #      JSON report (gpu_verify.json: the Performance page's CPU/GPU parity table reads it once committed), then the
 #      rest of the test suite under JOMA_DEVICE=cuda;
-#   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs in 6 stacks: the 3 seeds of each
-#      of the 1-, 2- and 10-layer models, the 21 runs of the 5-layer model in 3 stacks of 7, trained cheapest first,
-#      so that a loan finishes whole stacks; compiled where this loan's bench-compile says it pays; WikiText-2 where the
-#      hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at its full configuration
+#   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs; the runs a stack left
+#      unfinished in an earlier call of this loan first, then stacks of the waiting runs of one depth each, sized to
+#      what the loan has left (--loan): its runner times their steps here and starts only stacks that will finish,
+#      each as large as fits (joma_lib/lm/stack_plan.py); compiled where this loan's bench-compile says it pays;
+#      WikiText-2 where the hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at
+#      its full configuration
 #      (40 runs in 4 stacks of 10, each finished stack kept; TF32 products: in fp32 its ~1.1e17 FLOP alone take
 #      ~28 minutes of an H100).
 # Each step's output goes to the results folder (--out, default gpu_runs/out), with a one-page summary.md. After
@@ -37,16 +39,20 @@
 # the compiled step has been measured.
 # Without network: `make wheelhouse` (on a machine with a package index) puts the wheels this needs beyond the GPU
 # machine's own packages into .whl/; this script installs them from there (pip --no-index --target).
+# --loan: the device seconds this loan has left as this call starts (the device tool's budget_left_s, less the
+# machine's start); a stack of the paper sweep is started only if it finishes 60 s before then (a later call's
+# start, resuming, the summary). Default: the --budget (this call is the loan's last).
 # --dry-run checks the inputs and prints the plan on any machine, GPU or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-budget=530 state=gpu_runs/state out=gpu_runs/out pack="${OUT:-}" dry_run=0 skip="" finished=benchmarks/gpu_finished
+budget=530 loan="" state=gpu_runs/state out=gpu_runs/out pack="${OUT:-}" dry_run=0 skip="" finished=benchmarks/gpu_finished
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
     --skip) skip=${2:-}; shift ;;
     --budget) budget=${2:-}; shift ;;
+    --loan) loan=${2:-}; shift ;;
     --state) state=${2:-}; shift ;;
     --out) out=${2:-}; shift ;;
     --pack) pack=${2:-}; shift ;;
@@ -59,6 +65,10 @@ done
 if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -lt 60 ] || [ "$budget" -gt 36000 ]; then
   echo "error: --budget must be a whole number of seconds in [60, 36000], got '$budget'" >&2; exit 2
 fi
+loan=${loan:-$budget}
+if ! [[ "$loan" =~ ^[0-9]+$ ]] || [ "$loan" -lt "$budget" ] || [ "$loan" -gt 36000 ]; then
+  echo "error: --loan must be a whole number of seconds in [--budget ($budget), 36000], got '$loan'" >&2; exit 2
+fi
 if [ -n "$pack" ] && [ "$(realpath -m "$pack")" = "$(realpath -m "$out")" ]; then
   echo "error: --pack must be another folder than --out ($out): the archive of --out cannot lie inside it" >&2; exit 2
 fi
@@ -68,6 +78,8 @@ PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 start=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - start) )); }
+# what a paper-sweep stack must finish within: the loan's time left, less 60 s (at least 1 s)
+finish_within() { local l; l=$(( loan - ($(date +%s) - start) - 60 )); echo $(( l > 1 ? l : 1 )); }
 # cap SECONDS: the smaller of SECONDS and what is left of the budget (minus 20 s for the summary)
 cap() { local l; l=$(( $(left) - 20 )); [ "$1" -lt "$l" ] && echo "$1" || echo "$(( l > 0 ? l : 0 ))"; }
 
@@ -84,7 +96,7 @@ fi
 at_limit() {  # the command of step $1 under a cap of $2 seconds
   local command=$3
   case "$1" in
-    paper-lm) command="$command $(( $2 - 10 ))" ;;  # Table 1 checkpoints every 1000 steps
+    paper-lm) command="${command//@FINISH_WITHIN@/$(finish_within)} $(( $2 - 10 ))" ;;  # Table 1: 1000 steps a checkpoint
     verify) command="${command//@VERIFY_SECONDS@/$(( $2 - 40 > $2 / 2 ? $2 - 40 : $2 / 2 ))}" ;;
   esac
   echo "$command"
@@ -92,8 +104,7 @@ at_limit() {  # the command of step $1 under a cap of $2 seconds
 
 # only the modules that hold gpu-marked tests: the others import packages a GPU machine may lack (sphinx, ...)
 gpu_test_files=$(grep -l '^@pytest.mark.gpu' tests/test_*.py | tr '\n' ' ')
-# --stack-size: joma_lib.lm.presets.PAPER_GPU_STACK (tests/test_gpu_checks.py keeps the two equal)
-lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --stack-size 7 --max-vocab 33278 --precision $precision --device cuda \
+lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
@@ -110,7 +121,8 @@ steps=(
 env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
   "paper-lm|100000|flag=\$($PY benchmarks/bench_lm_compile.py --verdict $out/lm_compile.json); \
-echo \"compiled: \${flag:-no (bench-compile did not run in this loan, or says it does not pay)}\"; $lm_runs \$flag --stop-after"
+echo \"compiled: \${flag:-no (bench-compile did not run in this loan, or says it does not pay)}\"; $lm_runs \$flag \
+--finish-within @FINISH_WITHIN@ --stop-after"
   "paper-table1|100000|$table1_runs"
 )
 
@@ -124,7 +136,7 @@ done
 
 if [ "$dry_run" = 1 ]; then
   problems=0
-  echo "gpu_checks plan: budget ${budget}s, state $state, results $out, packed into ${pack:-nowhere (no --pack, no \$OUT)}"
+  echo "gpu_checks plan: budget ${budget}s, loan ${loan}s, state $state, results $out, packed into ${pack:-nowhere (no --pack, no \$OUT)}"
   if [ -d .whl ]; then echo "  wheels: $(ls .whl/*.whl 2>/dev/null | wc -l) in .whl/ (installed before the steps)"
   else echo "  wheels: no .whl/ (run \`make wheelhouse\` where a package index answers, and carry .whl)"; fi
   lm_help=$($PY -m joma_lib.lm run --help) || { echo "  PROBLEM: joma_lib.lm run --help fails"; problems=1; }
@@ -142,7 +154,8 @@ if [ "$dry_run" = 1 ]; then
     shown=$command; [ "$name" = verify ] && shown=$(at_limit "$name" "$seconds" "$command")
     printf '  %-13s up to %6ss  %s%s\n' "$name" "$seconds" "$shown" "$done_mark"
   done
-  echo "  the paper steps get what is left of the budget (--stop-after), then: summary.md"
+  echo "  the paper steps get what is left of the budget (--stop-after); a paper-sweep stack starts only if it" \
+       "finishes within the loan's time left less 60 s (--finish-within); then: summary.md"
   exit "$problems"
 fi
 
@@ -230,7 +243,7 @@ done
   echo '```'
   $PY -m joma_lib.lm status --out "$state/runs/paper" 2>&1 | tail -n 40
   echo '```'
-  echo "Total: $(( $(date +%s) - start )) s of a ${budget} s budget."
+  echo "Total: $(( $(date +%s) - start )) s of a ${budget} s budget (the loan had ${loan} s left at the start)."
 } >> "$summary"
 keep_results
 cat "$summary"

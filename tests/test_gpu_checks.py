@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -13,8 +14,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from joma_lib.lm.presets import PAPER_GPU_STACK
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,8 +35,9 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
     assert names == ["bench-lm", "bench-table1", "tests-gpu", "profile", "bench-compile", "verify", "tests", "paper-lm",
                      "paper-table1"]
-    # the script writes the stack size out; the library's PAPER_GPU_STACK (the benchmark's) must be the same
-    assert f"--preset paper paper-lr --stack --stack-size {PAPER_GPU_STACK} --max-vocab 33278" in done.stdout
+    # the paper sweep's stacks are sized to the loan (--finish-within), not fixed
+    assert "--preset paper paper-lr --stack --max-vocab 33278" in done.stdout and "--stack-size" not in \
+        next(line for line in done.stdout.splitlines() if line.split()[:1] == ["paper-lm"])
     # the gpu-marked tests run from their own modules only: a GPU machine lacks what others import (sphinx, ...)
     gpu_step = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["tests-gpu"])
     assert "tests/test_lm_stack.py" in gpu_step and "tests/test_site_reader.py" not in gpu_step
@@ -99,6 +99,9 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
         packed = archive.getnames()
     assert f"./finished/paper/{name}/result.npz" in packed and "./paper-lm.log" in packed
     assert not any(n.endswith(".pt") for n in packed)
+    # the paper runs got the loan's seconds left less 60 (no --loan: this call's budget) and the call's
+    (finish, stop) = re.search(r"--finish-within (\d+) --stop-after (\d+)", done.stdout).groups()
+    assert 1 <= int(finish) <= 120 - 60 and int(stop) <= 120 - 20 - 10
 
 
 @pytest.mark.parametrize("args, message", [(["--budget", "10"], "--budget must be"), (["--budget", "x"], "--budget"),
@@ -143,27 +146,33 @@ def test_help_prints_the_whole_header():
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == header[-1], done.stdout
 
 
-def test_the_paper_sweep_the_plan_runs_is_30_runs_in_6_stacks(tmp_path):
+def test_the_paper_sweep_the_plan_runs_is_30_runs_sized_to_the_loan(tmp_path):
     """The command of the plan's paper-lm step, parsed by the real command line: the paper's 30 distinct runs at
-    WikiText-2's vocabulary, in stacks of one depth each: the 3 seeds of the 1-, 2- and 10-layer models, the 21
-    runs of the 5-layer model in 3 stacks of 7."""
+    WikiText-2's vocabulary, stacked by depth, the stacks sized to finish within the loan's time left less 60 s
+    (--loan 800: at most 740 s when the step starts), checkpointed at the call's end (--stop-after)."""
     from joma_lib.lm.cli import _parser, configs_from_args
     from joma_lib.lm.stack import stacks
 
-    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--state", str(tmp_path / "state"),
-                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--state", str(tmp_path / "state"), "--budget", "585",
+                "--loan", "800", env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
+    assert "budget 585s, loan 800s" in done.stdout
     (line,) = [line for line in done.stdout.splitlines() if line.split()[:1] == ["paper-lm"]]
     verdict, _, run = line.split("s  ", 1)[1].split("; ")
     # the runs are compiled where this loan's bench-compile says it pays
     assert verdict.endswith("benchmarks/bench_lm_compile.py --verdict gpu_runs/out/lm_compile.json)")
     words = shlex.split(run)
-    assert words[1:3] == ["-m", "joma_lib.lm"] and words[-2:] == ["$flag", "--stop-after"]
-    args = _parser().parse_args([*words[3:-2], "--stop-after", "480"])  # the script appends the seconds left
+    assert words[1:3] == ["-m", "joma_lib.lm"] and words[-4:] == ["$flag", "--finish-within", "@FINISH_WITHIN@",
+                                                                   "--stop-after"]
+    # the script puts the loan's and the call's seconds left in place
+    args = _parser().parse_args([*words[3:-4], "--finish-within", "740", "--stop-after", "480"])
     configs = configs_from_args(args)
     assert len(configs) == 30 and {c.max_vocab for c in configs} == {33_278}
-    groups = stacks(configs, args.stack_size)
-    assert all(len({c.n_layers for c in g}) == 1 for g in groups)
-    assert sorted((g[0].n_layers, len(g)) for g in groups) == [(1, 3), (2, 3), (5, 7), (5, 7), (5, 7), (10, 3)]
+    assert args.stack and args.stack_size is None and args.finish_within == 740
+    assert sorted((g[0].n_layers, len(g)) for g in stacks(configs)) == [(1, 3), (2, 3), (5, 21), (10, 3)]
+    for bad in ("700", "x", "36001"):  # the loan cannot be shorter than this call's budget
+        refused = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--budget", "800", "--loan", bad)
+        assert refused.returncode == 2 and "--loan must be a whole number of seconds in [--budget (800), 36000]" \
+            in refused.stderr, refused.stderr
 
 
 def test_a_verify_cut_at_its_limit_still_reports_the_figures_it_kept(tmp_path):

@@ -50,7 +50,7 @@ from joma_lib.lm.runs import collect, finished_result, load_sweep, write_results
 from joma_lib.lm.stack import stacks
 from joma_lib.lm.sweep import DeadlineReached, run_sweep, sweep_precision, train_on_node, train_stack_on_node
 from joma_lib.base.startup import command
-from joma_lib.base.validation import check_choice, check_int
+from joma_lib.base.validation import check_choice, check_float, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 
@@ -94,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--stop-after", dest="stop_after", type=float,
                      help="with --stack: after this many seconds, checkpoint every unfinished run and stop (exit 75); "
                           "the same command continues")
+    run.add_argument("--finish-within", dest="finish_within", type=float,
+                     help="with --stack, one job: after the runs already started, start only stacks of the waiting "
+                          "runs expected to finish within this many seconds, each as large as fits (their step and "
+                          "evaluation timed here first); runs left waiting end the call with exit 75")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--engine", choices=ENGINES, default="local",
                      help="local: a pool of --jobs processes here (default); slurm: one job-array task per run, "
@@ -228,8 +232,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "run" and args.compiled and not args.stack:
         raise ValueError("--compile needs --stack")
     if args.command == "run" and args.engine == "slurm":
-        if args.stop_after is not None:
-            raise ValueError("--stop-after is for --engine local (a Slurm task stops at its --time and resumes)")
+        for flag, value in (("--stop-after", args.stop_after), ("--finish-within", args.finish_within)):
+            if value is not None:
+                raise ValueError(f"{flag} is for --engine local (a Slurm task stops at its --time and resumes)")
         _run_on_slurm(args, configs_from_args(args))
     elif args.command == "status":
         print(format_states(*run_states(args.out)))
@@ -237,15 +242,19 @@ def _run(args: argparse.Namespace) -> int:
         configs = configs_from_args(args)
         if args.stop_after is not None and not args.stack:
             raise ValueError("--stop-after needs --stack")
+        if args.finish_within is not None:
+            if not args.stack or args.jobs != 1:
+                raise ValueError(f"--finish-within needs --stack and --jobs 1, got --jobs {args.jobs}"
+                                 f"{'' if args.stack else ' without --stack'}")
+            check_float("--finish-within", args.finish_within, 0, low_open=True)
         resolve_device(args.device)
         try:
             data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
                                       not args.no_progress, jobs=args.jobs, threads=args.threads, stack=args.stack,
                                       stop_after=args.stop_after, stack_size=args.stack_size,
-                                      compiled=args.compiled)
+                                      compiled=args.compiled, finish_within=args.finish_within)
         except DeadlineReached as err:
-            print(f"stopped after --stop-after {args.stop_after:g} s: {err}; finished runs are kept; run the same "
-                  "command again to continue", file=sys.stderr)
+            print(f"stopped: {err}; finished runs are kept; run the same command again to continue", file=sys.stderr)
             return 75
         if args.results:
             write_results(Path(args.results), data, _sweep_meta(configs, args.out))

@@ -50,8 +50,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 #: the presets of the paper's Figs. 6 and 8, trained together at paper scale (they share Fig. 6's 5-layer runs)
 PAPER_SWEEP = ("paper", "paper-lr")
-#: runs to a stack when a GPU trains the paper sweep (benchmarks/gpu_checks.sh): the 5-layer model's 21 runs in
-#: 3 stacks of 7, the 3 seeds of every other depth in one, so that a loan of minutes finishes whole stacks
+#: runs to a stack in the GPU benchmarks of the paper sweep's step (benchmarks/bench_lm_stack.py,
+#: profile_lm_stack.py): 7 runs of the 5-layer model (one seed's learning rates of Fig. 8), the 3 seeds of every
+#: other depth. A lent GPU trains the sweep in stacks sized to the loan instead (lm run --finish-within:
+#: :mod:`joma_lib.lm.stack_plan`)
 PAPER_GPU_STACK = 7
 
 

@@ -93,6 +93,20 @@ def shares(groups: Sequence[Sequence[RunConfig]], jobs: int) -> list[list[RunCon
     return sorted(pieces, key=lambda piece: len(piece) * piece[0].n_layers * piece[0].steps, reverse=True)
 
 
+def probe_stack(group: Sequence[RunConfig], vocab: int, device: torch.device, precision: str
+                ) -> tuple[StackStep, torch.Tensor, torch.Tensor]:
+    """A throw-away stack of ``group``'s models (their shapes, their initialisations), its step in ``precision``
+    and one batch of random tokens of their shape: the step that will run, to be timed. Call it inside
+    :func:`torch.random.fork_rng`: it draws from the global random stream."""
+    first = group[0]
+    models = [cast(TransformerLM, build_model(cfg, vocab)) for cfg in group]
+    model = StackedLM.from_models(models, mask_source(device, [c.seed for c in group]), device)
+    tokens = torch.randint(0, vocab, (first.batch_size, first.seq_len + 1), device=device)
+    stepper = StackStep(model, AdamState(list(model.params.values())), on_device([c.lr for c in group], device),
+                        on_device([c.clip for c in group], device), precision)
+    return stepper, tokens[:, :-1], tokens[:, 1:]
+
+
 def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads: int = DEFAULT_THREADS,
                     size: int | None = None) -> list[RunConfig]:
     """``configs`` with ``precision="auto"`` replaced by one precision for the whole sweep, measured on the
@@ -103,22 +117,14 @@ def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads:
         return list(configs)
     group = max(auto, key=lambda g: (len(g) * g[0].n_layers, len(g)))
     first = group[0]
-    probe: dict[str, Any] = {}
+    probes: dict[str, tuple[StackStep, torch.Tensor, torch.Tensor]] = {}
 
     def step(precision: str) -> None:
-        if "x" not in probe:
-            vocab = first.max_vocab or WIKITEXT2_VOCAB
-            models = [cast(TransformerLM, build_model(cfg, vocab)) for cfg in group]
-            probe["model"] = StackedLM.from_models(models, mask_source(device, [c.seed for c in group]), device)
-            tokens = torch.randint(0, vocab, (first.batch_size, first.seq_len + 1), device=device)
-            probe["x"], probe["y"] = tokens[:, :-1], tokens[:, 1:]
-        if precision not in probe:
-            model = probe["model"]
-            probe[precision] = StackStep(model, AdamState(list(model.params.values())),
-                                         on_device([c.lr for c in group], device),
-                                         on_device([c.clip for c in group], device), precision)
-            probe[precision].warm_up(probe["x"], probe["y"])  # a GPU step is captured: time its replays
-        probe[precision].step(probe["x"], probe["y"])
+        if precision not in probes:
+            probes[precision] = probe_stack(group, first.max_vocab or WIKITEXT2_VOCAB, device, precision)
+            probes[precision][0].warm_up(*probes[precision][1:])  # a GPU step is captured: time its replays
+        stepper, x, y = probes[precision]
+        stepper.step(x, y)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 

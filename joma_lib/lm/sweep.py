@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +29,8 @@ from joma_lib.base.device import pinned_threads, resolve_device
 from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
 from joma_lib.lm.data import LMData, load_lm_data
 from joma_lib.lm.runs import collect
-from joma_lib.lm.stack import shares, stack_precision, stacks, train_stack
+from joma_lib.lm.stack import shares, stack_key, stack_precision, stacks, train_stack
+from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost, describe, measure_cost, plan, waiting
 from joma_lib.lm.step import run_precision, train_run
 from joma_lib.base.validation import check_float, check_int
 
@@ -46,13 +47,14 @@ def sweep_precision(configs: Sequence[RunConfig], device: torch.device, threads:
 
 
 def _run_unit(unit: Sequence[RunConfig], out_dir: str | Path, device: str, progress: bool, data: LMData,
-              threads: int, deadline: float | None, compiled: bool = False
+              threads: int, deadline: float | None, compiled: bool = False, stacked: bool = False
               ) -> list[tuple[RunConfig, dict[str, np.ndarray]]]:
-    """Train one run, or one stack of runs (``len(unit) > 1``, a ``deadline`` or ``compiled``: :func:`train_stack`), on
-    ``data``, named after the corpus actually loaded (a stand-in if WikiText fell back). A stack that reaches its
-    ``deadline`` (``time.time()``) raises :class:`DeadlineReached` once its runs are checkpointed."""
+    """Train one run, or one stack of runs (``len(unit) > 1``, a ``deadline``, ``compiled`` or ``stacked``:
+    :func:`train_stack`), on ``data``, named after the corpus actually loaded (a stand-in if WikiText fell back). A
+    stack that reaches its ``deadline`` (``time.time()``) raises :class:`DeadlineReached` once its runs are
+    checkpointed."""
     unit = [replace(cfg, data=data.name) for cfg in unit]
-    if deadline is None and len(unit) == 1 and not compiled:
+    if deadline is None and len(unit) == 1 and not (compiled or stacked):
         result = train_run(unit[0], out_dir, device, progress, data=data, threads=threads)
         assert result is not None
         return [(unit[0], result)]
@@ -63,6 +65,45 @@ def _run_unit(unit: Sequence[RunConfig], out_dir: str | Path, device: str, progr
         raise DeadlineReached(f"stopped at the deadline in the stack of {', '.join(c.name for c in unit)}; its runs "
                               "are checkpointed")
     return list(zip(unit, results, strict=True))
+
+
+def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, progress: bool,
+                  data_of: Callable[[RunConfig], LMData], threads: int, deadline: float | None, compiled: bool,
+                  finish_by: float, stack_size: int | None, log: Callable[[str], None]
+                  ) -> Iterator[tuple[list[RunConfig], list[tuple[RunConfig, dict[str, np.ndarray]]]]]:
+    """Stacks of the waiting ``runs`` planned to finish by ``finish_by`` (``time.time()``;
+    :mod:`joma_lib.lm.stack_plan`), trained one after the other, the plan made again before each; yields each
+    stack and its runs' results. Raises :class:`DeadlineReached` when runs are left and no stack of them fits."""
+    dev = resolve_device(device)
+    costs: dict[tuple[tuple[str, Any], ...], StackCost] = {}
+    pending = list(runs)
+    while pending:
+        groups = stacks(pending)
+        for group in groups:
+            if stack_key(group[0]) not in costs:
+                data = data_of(group[0])
+                measured = [replace(c, data=data.name) for c in group[:stack_size]]
+                cost = costs[stack_key(group[0])] = measure_cost(measured, data, dev)
+                log(f"timed on {dev.type}, {cost.layers} layer(s): a step {1e3 * cost.step[0]:.2f} ms for one run, "
+                    f"{1e3 * cost.step[1]:.2f} ms for {cost.runs}; an evaluation {cost.evaluation[0]:.2f} s and "
+                    f"{cost.evaluation[1]:.2f} s")
+        shape_costs = [costs[stack_key(group[0])] for group in groups]
+        left = max(finish_by - time.time(), 0.0)
+        sizes = plan(shape_costs, [min(len(g), c.runs) for g, c in zip(groups, shape_costs, strict=True)], left)
+        if not any(sizes):
+            need = min(c.seconds(1) for c in shape_costs)
+            raise DeadlineReached(f"{len(pending)} run(s) not started: the smallest stack of them needs about "
+                                  f"{need:.0f} s, {left:.0f} s are left (a plan fills {PLAN_SHARE:.0%} of them)")
+        i = min((i for i, r in enumerate(sizes) if r), key=lambda i: shape_costs[i].seconds(sizes[i]))
+        unit = groups[i][:sizes[i]]
+        log(f"planned with {left:.0f} s left: a stack of {describe(shape_costs[i], sizes[i])}")
+        start = time.perf_counter()
+        # a stack even of one run: the step that was timed
+        trained = _run_unit(unit, out_dir, device, progress, data_of(unit[0]), threads, deadline, compiled, True)
+        log(f"{', '.join(cfg.name for cfg, _ in trained)}: done in {time.perf_counter() - start:.0f} s (planned "
+            f"{shape_costs[i].seconds(sizes[i]):.0f} s)")
+        yield unit, trained
+        pending = [c for c in pending if c not in unit]
 
 
 class DeadlineReached(Exception):
@@ -146,14 +187,18 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
 def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
               log: Callable[[str], None] = print, jobs: int = 1, threads: int = DEFAULT_THREADS,
               stack: bool = False, stop_after: float | None = None, stack_size: int | None = None,
-              compiled: bool = False) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
+              compiled: bool = False, finish_within: float | None = None
+              ) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
     """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
 
     ``stack=True`` trains the runs that share their shapes as one stacked model each
     (:func:`~joma_lib.lm.stack.stacks`, at most ``stack_size`` runs to a stack, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
     ``stack`` only) checkpoints every unfinished stack when that time has passed and raises
     :class:`DeadlineReached`: the same call later continues (one stack at a time, the cheapest first); ``compiled`` (with ``stack`` only) trains each stack
-    with its loss through ``torch.compile``. ``jobs > 1`` trains that many runs (or stacks, cut
+    with its loss through ``torch.compile``. ``finish_within`` (seconds, with ``stack``, one job) trains the runs
+    already started (finished ones are loaded) and then starts only stacks of the waiting runs that are expected to
+    finish within that time, each as large as fits (:mod:`joma_lib.lm.stack_plan`; at most ``stack_size`` runs);
+    the runs left waiting raise :class:`DeadlineReached`. ``jobs > 1`` trains that many runs (or stacks, cut
     into :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with this process; otherwise they go one after the
     other and each corpus is loaded once. Every run uses ``threads`` CPU threads either way, so the results do
     not depend on ``jobs``. ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
@@ -172,12 +217,32 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
         if not stack:
             raise ValueError("stack_size needs stack=True (--stack-size needs --stack)")
         check_int("stack_size", stack_size, 1)
+    if finish_within is not None:
+        if not stack or jobs != 1:
+            raise ValueError("finish_within needs stack=True and jobs=1 (--finish-within needs --stack, one job)")
+        check_float("finish_within", finish_within, 0, low_open=True)
     deadline = None if stop_after is None else time.time() + stop_after
+    finish_by = None if finish_within is None else time.time() + finish_within
     if stack:
         configs = stack_precision(configs, resolve_device(device), threads, stack_size)
     else:
         configs = sweep_precision(configs, resolve_device(device), threads)
-    units = shares(stacks(configs, stack_size), jobs) if stack else [[cfg] for cfg in configs]
+    loaded: dict[tuple[Any, ...], LMData] = {}
+
+    def data_of(cfg: RunConfig) -> LMData:  # each corpus loaded once
+        key = _data_key(cfg)
+        if key not in loaded:
+            loaded[key] = load_lm_data(*key)
+            log(loaded[key].note)
+        return loaded[key]
+
+    waiting_runs: list[RunConfig] = []
+    if finish_by is not None:  # the runs not yet started (under the name of the corpus actually loaded)
+        pairs = [(replace(cfg, data=data_of(cfg).name), cfg) for cfg in configs]
+        still = {cfg.name for cfg in waiting([named for named, _ in pairs], out_dir)}
+        waiting_runs = [cfg for named, cfg in pairs if named.name in still]
+    started = [cfg for cfg in configs if cfg not in waiting_runs]
+    units = shares(stacks(started, stack_size), jobs) if stack else [[cfg] for cfg in started]
     if deadline is not None and jobs == 1:
         # against a deadline, the cheapest stacks first (their runs' layers summed): the time finishes as many whole
         # stacks as it can (on a lent GPU, a stack cut at the deadline is lost with the machine)
@@ -191,15 +256,15 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
                 log(f"{', '.join(cfg.name for cfg, _ in trained)}: done in {seconds:.0f} s ({note})")
                 done += trained
     else:
-        loaded: dict[tuple[Any, ...], LMData] = {}
         for unit in units:
-            key = _data_key(unit[0])
-            if key not in loaded:
-                loaded[key] = load_lm_data(*key)
-                log(loaded[key].note)
             start = time.perf_counter()
-            trained = _run_unit(unit, out_dir, device, progress, loaded[key], threads, deadline, compiled)
+            trained = _run_unit(unit, out_dir, device, progress, data_of(unit[0]), threads, deadline, compiled)
             log(f"{', '.join(cfg.name for cfg, _ in trained)}: done in {time.perf_counter() - start:.0f} s")
+            done += trained
+    if finish_by is not None:
+        for unit, trained in _train_fitted(waiting_runs, out_dir, device, progress, data_of, threads, deadline,
+                                           compiled, finish_by, stack_size, log):
+            units.append(unit)
             done += trained
     trained_order = [cfg for unit in units for cfg in unit]  # the order of ``done``
     done = [done[i] for i in sorted(range(len(done)), key=lambda i: configs.index(trained_order[i]))]
