@@ -14,6 +14,7 @@ moves the loss by 0.06-0.13, so no learning rate above 3e-3 is used here. Tolera
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -218,3 +219,26 @@ def test_a_stopped_run_resumes_on_the_gpu_to_the_uninterrupted_numbers(tmp_path,
     for a, b in zip(resumed, whole, strict=True):
         for key in KEYS:
             np.testing.assert_allclose(a[key], b[key], rtol=0, atol=10 * stack_tolerance, equal_nan=True)
+
+
+def test_against_a_deadline_checkpoints_take_at_most_their_share_of_the_time(tmp_path, tiny_run, tiny_run_data,
+                                                                            monkeypatch):
+    """Each checkpoint made to take 0.2 s: without a deadline one is written at every evaluation step
+    (checkpoint_seconds=0); against one (never reached here), the next waits 1 / CHECKPOINT_SHARE times as long as the
+    last took (4 s per run), so only the first and the last are written in a run of under a second."""
+    import joma_lib.lm.stack as stack_module
+
+    written = []
+
+    def slow_save(path, state):
+        time.sleep(0.2)
+        written.append((path.parent.name, state["step"]))
+
+    monkeypatch.setattr(stack_module, "save_checkpoint", slow_save)
+    runs = [replace(tiny_run, seed=s) for s in (5, 6)]
+    assert train_stack(runs, tmp_path / "a", "cpu", progress=False, data=tiny_run_data, checkpoint_seconds=0)
+    assert sorted({step for _, step in written}) == [0, 4, 8, 12]
+    written.clear()
+    assert train_stack(runs, tmp_path / "b", "cpu", progress=False, data=tiny_run_data, checkpoint_seconds=0,
+                       stop_after=600)
+    assert sorted(written) == sorted((r.name, step) for r in runs for step in (0, 12))

@@ -12,8 +12,9 @@ read them as before.
 On the CPU a stacked run draws the masks of its unstacked run from the same generator state, so the two differ
 only by the summation order of the batched products (tests/test_lm_stack.py measures it). Checkpoints are
 written at an evaluation step once ``checkpoint_seconds`` have passed since the last (a GPU writes hundreds of
-MB per run each time), at the end, and when ``stop_after`` seconds have passed: then at the current step,
-and the call returns None; the same call later continues from there.
+MB per run each time; against a ``stop_after`` deadline also no sooner than :data:`CHECKPOINT_SHARE` of the time
+allows), at the end, and when ``stop_after`` seconds have passed: then at the current step, and the call returns
+None; the same call later continues from there.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ from joma_lib.base.validation import check_float, check_int
 STACK_VARIES = frozenset({"lr", "seed", "clip"})
 #: how often a stack writes its runs' checkpoints at evaluation steps, by default (seconds)
 CHECKPOINT_SECONDS = 60.0
+#: against a deadline, the largest share of the time that checkpoints written before it may take (the next waits
+#: 1 / CHECKPOINT_SHARE times as long as the last took to write): the one written at the deadline is what a later
+#: call resumes from, the others are insurance (on a GPU a stack's checkpoints are GBs, seconds to write)
+CHECKPOINT_SHARE = 0.05
 
 
 def stack_key(cfg: RunConfig) -> tuple[tuple[str, Any], ...]:
@@ -237,15 +242,18 @@ def _train_group(cfgs: Sequence[RunConfig], ckpts: dict[str, dict[str, Any] | No
     train, valid = data.train.to(dev), data.valid.to(dev)
     n_batches = n_chunks(train, first.seq_len)
     marks = set(first.checkpoints().tolist())
-    last_save = time.monotonic()
+    last_save, interval = time.monotonic(), checkpoint_seconds
 
     def save() -> None:
-        nonlocal last_save
+        nonlocal last_save, interval
+        start = time.monotonic()
         for r, cfg in enumerate(cfgs):
             save_checkpoint(out / cfg.name / "checkpoint.pt", _run_checkpoint(
                 cfg, r, stack, adam, models[r], generators[r], hists[r], step, threads, precision,
                 float(stepper.running[r]), since_mark))
         last_save = time.monotonic()
+        if deadline is not None:  # the next no sooner than CHECKPOINT_SHARE of the time allows
+            interval = max(checkpoint_seconds, (last_save - start) / CHECKPOINT_SHARE)
 
     def record(train_loss: list[float]) -> None:
         val, ent = evaluate_stack(stack, valid, first.seq_len, first.eval_chunks)
@@ -274,7 +282,7 @@ def _train_group(cfgs: Sequence[RunConfig], ckpts: dict[str, dict[str, Any] | No
                 record((stepper.running / since_mark).tolist())
                 stepper.running.zero_()
                 since_mark = 0
-                if step == first.steps or time.monotonic() - last_save >= checkpoint_seconds:
+                if step == first.steps or time.monotonic() - last_save >= interval:
                     save()
             if deadline is not None and time.monotonic() >= deadline and step < first.steps:
                 save()
