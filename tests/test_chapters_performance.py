@@ -106,3 +106,27 @@ def test_operation_counts_compare_depth_by_depth_and_give_a_layers_cost():
     assert gpu.ops_per_layer(before) == pytest.approx(400) and gpu.ops_per_layer(after, "3") == pytest.approx(100)
     with pytest.raises(ValueError, match="different depths or stack sizes"):
         gpu.op_count_rows(before, _ops([(1, {"1": 1}), (3, {"1": 1}), (5, {"1": 1})]))
+
+
+def test_the_stack_costs_come_from_the_stored_step_and_extend_to_every_waiting_run():
+    # 5 layers: one run 8 ms, a stack of 3 15 ms: 3.5 ms more per run, extended to the 21 waiting runs
+    costs = gpu.stack_costs(_lm_stack([2.5, 4.0, 8.0], [6.0, 9.0, 15.0], 3000), {5: 21, 1: 2}, steps=1000)
+    assert costs[5].seconds(1) == pytest.approx(8.0) and costs[5].seconds(21) == pytest.approx(8.0 + 20 * 3.5)
+    assert costs[1].runs == 2 and costs[1].seconds(2) == pytest.approx(2.5 + 1.75)
+    with pytest.raises(ValueError, match=r"no row for \[10\] layers"):
+        gpu.stack_costs(_lm_stack([2.5, 4.0, 8.0], [6.0, 9.0, 15.0], 3000), {10: 3})
+
+
+def test_a_loan_finishes_the_stacks_that_fit_and_sizing_them_saves_loans():
+    """Runs of one shape whose stack of R takes 100 + 100 R s (R <= 6), occupying 1/PLAN_SHARE of that in a loan."""
+    from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost
+
+    costs = {5: StackCost(6, 5, 1, 0, (200.0, 700.0), (0.0, 0.0))}
+    loan = 500 / PLAN_SHARE  # a stack of 4 (500 s) fills a loan
+    assert gpu.loans_needed(costs, loan) == 2  # 4 runs, then the other 2
+    assert gpu.loans_needed(costs, loan, fixed=2) == 3  # one stack of 2 (300 s) a loan: a second does not fit
+    assert gpu.loans_needed(costs, 2 * loan, fixed=2) == 1  # three of them (900 s) do in a loan twice as long
+    with pytest.raises(ValueError, match="no stack of the waiting runs finishes in a loan of"):
+        gpu.loans_needed(costs, 150 / PLAN_SHARE)
+    # the sweep's runs still missing, from the committed runs so far: the 5- and 10-layer models
+    assert gpu.paper_runs_waiting() == {5: 21, 10: 3}

@@ -10,6 +10,7 @@ from joma_lib.chapters.rerun import paper
 from joma_lib.lm.presets import paper_sweep_configs
 from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import online_claims
+from joma_lib.kit.sweeps import PAPER_SO_FAR
 
 STEPS = np.arange(0, 59_000, 1000)
 
@@ -93,7 +94,7 @@ def test_the_runs_so_far_give_each_depths_dips_and_best_loss():
 
 def test_the_stored_runs_so_far_are_paper_scale_runs_of_the_sweep():
     """The committed runs so far are runs of the pre-registered sweep, whole: 58,000 steps, an evaluation every 1,000."""
-    with np.load(paper.PAPER_SO_FAR) as npz:
+    with np.load(PAPER_SO_FAR) as npz:
         data = {k: npz[k] for k in npz.files}
     configs = {(c.n_layers, c.lr, c.seed) for c in paper_sweep_configs()}
     assert {(int(n), float(lr), int(s)) for n, lr, s in zip(data["nlayers"], data["lr"], data["seed"])} <= configs

@@ -29,7 +29,8 @@ TITLE_STYLES = ("layers", "lr")
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "lm" / "results"
 #: the CPU re-run (preset ``rerun-full``), shown on the re-run page and hashed on the audit page
 FULL_RESULTS = RESULTS_DIR / "rerun-full.npz"
-#: tolerance of data read back from a committed file
+#: the paper-scale runs of Figs. 6 and 8 finished so far on lent GPUs, collected (benchmarks/gpu_loans/README.md)
+PAPER_SO_FAR = RESULTS_DIR / "rerun-paper-so-far.npz"
 LEGEND_MAX_LAYERS = 4  # up to this depth a legend names the layers; deeper models get a colour bar
 
 

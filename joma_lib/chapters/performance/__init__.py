@@ -8,16 +8,21 @@ from __future__ import annotations
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band
 from joma_lib.chapters.performance.gpu import (
     launch_bound,
+    loans_needed,
     op_count_rows,
     ops_per_layer,
+    paper_runs_waiting,
     paper_scale_goals,
     ratio_range,
+    stack_costs,
     step_rows,
 )
 from joma_lib.base.cpu import bf16_support, cpu_identity, onednn_isa_limit
 from joma_lib.lm.presets import preset_auto_choice
+from joma_lib.lm.stack_plan import PLAN_SHARE
 
 __all__ = [
-    "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "launch_bound", "onednn_isa_limit", "op_count_rows",
-    "ops_per_layer", "paper_scale_goals", "preset_auto_choice", "ratio_range", "step_rows",
+    "PLAN_SHARE", "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "launch_bound", "loans_needed", "onednn_isa_limit",
+    "op_count_rows", "ops_per_layer", "paper_runs_waiting", "paper_scale_goals", "preset_auto_choice", "ratio_range", "stack_costs",
+    "step_rows",
 ]

@@ -5,17 +5,23 @@ read from the stored GPU benchmarks (``lm_stack``: ``benchmarks/bench_lm_stack.p
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from joma_lib.kit.sweeps import PAPER_SO_FAR, load_runs
 from joma_lib.lm.presets import paper_sweep_configs
+from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost, plan
 from joma_lib.theory.table1.runs import CONFIGS
 from joma_lib.theory.table1.stacked import stack_runs
 
 PAPER_SWEEP_RUNS = len(paper_sweep_configs())
+PAPER_STEPS = paper_sweep_configs()[0].steps
+"""The training steps of every run of the paper sweep."""
 """The distinct runs of Figs. 6 and 8 (Fig. 6's 5-layer runs are Fig. 8's at its learning rate)."""
 TABLE1_RUNS = len(stack_runs(CONFIGS["full"]))
 """The runs of Table 1 at its full configuration."""
@@ -111,3 +117,59 @@ def ops_per_layer(counts: Mapping[str, Any], stack: str = "1") -> float:
     """The operations one more layer adds to a step of ``stack`` runs (least-squares slope over the depths)."""
     rows = counts["results"]["rows"]
     return float(np.polyfit([r["layers"] for r in rows], [r["ops"][stack] for r in rows], 1)[0])
+
+
+def paper_runs_waiting(finished: str | Path = PAPER_SO_FAR) -> dict[int, int]:
+    """Per depth, how many of the paper sweep's runs are not among the ``finished`` ones (collected runs: their
+    ``nlayers``); depths with none waiting are left out."""
+    total = Counter(c.n_layers for c in paper_sweep_configs())
+    done = Counter(int(n) for n in load_runs(finished)["nlayers"])
+    return {layers: total[layers] - done[layers] for layers in sorted(total) if total[layers] > done[layers]}
+
+
+def stack_costs(lm_stack: Mapping[str, Any], waiting: Mapping[int, int], steps: int = PAPER_STEPS
+                ) -> dict[int, StackCost]:
+    """Per depth with runs waiting, the :class:`~joma_lib.lm.stack_plan.StackCost` of a stack of them from the stored
+    step (training only, no evaluation): one run and a stack of R in their fastest precision, the line through the
+    two extended to all ``waiting[depth]`` runs where more wait than R (an extrapolation, as the planner's own
+    measurement at all of them is not stored)."""
+    rows = {r["layers"]: r for r in lm_stack["results"]["rows"]}
+    missing = sorted(set(waiting) - set(rows))
+    if missing:
+        raise ValueError(f"the stored step has no row for {missing} layers (it has {sorted(rows)})")
+    costs = {}
+    for layers, n in waiting.items():
+        r = rows[layers]
+        one, stack = r["median_ms"][r["best_one"]] / 1e3, r["median_ms"][r["best_stack"]] / 1e3
+        per_run = (stack - one) / (r["stack"] - 1)
+        costs[layers] = StackCost(n, layers, steps, 0, (one, one + per_run * (n - 1)), (0.0, 0.0))
+    return costs
+
+
+def loans_needed(costs: Mapping[int, StackCost], seconds: float, fixed: int | None = None) -> int:
+    """GPU loans of ``seconds`` each until every run of ``costs`` has finished. A stack whose training takes ``c``
+    occupies ``c / PLAN_SHARE`` of a loan (evaluations, checkpoints, its start: the margin the planner keeps), and
+    one that does not end before the loan does is lost. ``fixed=None``: stacks sized to the time left, as
+    ``lm run --finish-within`` plans them (:func:`~joma_lib.lm.stack_plan.plan`, made again after each stack);
+    ``fixed=K``: stacks of at most K runs, the cheapest first, as ``--stop-after`` with ``--stack-size K`` trains
+    them (a loan ends at the first stack that does not fit in what is left: it would be started, and lost)."""
+    left = {layers: cost.runs for layers, cost in costs.items()}
+    loans = 0
+    while any(left.values()):
+        loans, time_left, trained = loans + 1, seconds, 0
+        while any(left.values()):
+            shapes = [layers for layers in left if left[layers]]
+            if fixed is None:
+                sizes = plan([costs[k] for k in shapes], [left[k] for k in shapes], time_left)
+                chosen = [(costs[k].seconds(r), k, r) for k, r in zip(shapes, sizes, strict=True) if r]
+                if not chosen:
+                    break
+                cost, layers, r = min(chosen)
+            else:
+                cost, layers, r = min((costs[k].seconds(min(fixed, left[k])), k, min(fixed, left[k])) for k in shapes)
+                if cost > PLAN_SHARE * time_left:
+                    break
+            time_left, trained, left[layers] = time_left - cost / PLAN_SHARE, trained + r, left[layers] - r
+        if not trained:
+            raise ValueError(f"no stack of the waiting runs finishes in a loan of {seconds:g} s")
+    return loans

@@ -5,10 +5,10 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 
 from __future__ import annotations
 
-from joma_lib.kit.sweeps import load_runs
+from joma_lib.kit.sweeps import PAPER_SO_FAR, load_runs
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.presets import PRESETS, paper_sweep_configs
-from joma_lib.chapters.rerun.paper import DIP_NATS, PAPER_CLAIMS, PAPER_SO_FAR, so_far_rows
+from joma_lib.chapters.rerun.paper import DIP_NATS, PAPER_CLAIMS, so_far_rows
 
 __all__ = [
     "DIP_NATS", "PAPER_CLAIMS", "PAPER_SO_FAR", "load_runs", "so_far_rows",

@@ -37,8 +37,6 @@ from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
 
 PAPER_RESULTS = RESULTS_DIR / "rerun-paper.npz"
-#: the runs of the sweep finished so far (collected from benchmarks/gpu_finished/paper, loan by loan), until all are
-PAPER_SO_FAR = RESULTS_DIR / "rerun-paper-so-far.npz"
 FIG6_DEPTHS = (1, 2, 5, 10)
 FIG8_LRS = (1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2)
 DIP_NATS, DEEP_REBOUND_NATS, U_NATS, COLLAPSED_NATS = 0.1, 0.2, 0.1, 0.05
