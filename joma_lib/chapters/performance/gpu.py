@@ -20,9 +20,9 @@ from joma_lib.theory.table1.runs import CONFIGS
 from joma_lib.theory.table1.stacked import stack_runs
 
 PAPER_SWEEP_RUNS = len(paper_sweep_configs())
+"""The distinct runs of Figs. 6 and 8 (Fig. 6's 5-layer runs are Fig. 8's at its learning rate)."""
 PAPER_STEPS = paper_sweep_configs()[0].steps
 """The training steps of every run of the paper sweep."""
-"""The distinct runs of Figs. 6 and 8 (Fig. 6's 5-layer runs are Fig. 8's at its learning rate)."""
 TABLE1_RUNS = len(stack_runs(CONFIGS["full"]))
 """The runs of Table 1 at its full configuration."""
 ONE_RUN_BAR = 5.0
