@@ -36,7 +36,7 @@ import torch
 from bench_lm_step import BaselineLM, baseline_step, time_alternately
 from joma_lib.kit.benchmarks import CLOCKS, add_allocator_option, apply_allocator, median_ms, results_path, save_results
 from joma_lib.lm.model import TransformerLM, causal_mask
-from joma_lib.lm.precision import PrecisionUnavailableError, candidates, require
+from joma_lib.base.precision import PrecisionUnavailableError, candidates, require
 from joma_lib.lm.presets import PAPER_GPU_STACK, PRESETS, paper_sweep_configs
 from joma_lib.base.device import pinned_threads
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device

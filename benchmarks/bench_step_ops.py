@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from joma_lib.kit.benchmarks import results_path, save_results
 from joma_lib.lm.model import TransformerLM
-from joma_lib.lm.precision import PrecisionUnavailableError, require
+from joma_lib.base.precision import PrecisionUnavailableError, require
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import CounterMasks, StackedLM
 

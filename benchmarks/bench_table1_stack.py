@@ -7,13 +7,16 @@ Three ways to take one Adam step of ``--runs`` runs of a Table 1 configuration (
 * ``stacked (vmap)``: the alternative, ``torch.func`` (``stack_module_state``, ``functional_call``,
   ``vmap(randomness="different")``) over :class:`~joma_lib.theory.table1.model.HierarchyTransformer`.
 
-It prints the median step time (``--steps`` timed steps after two warm-up steps; CUDA-synchronised), the time per
-run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
+With ``--precisions`` (default fp32), the bmm stack is timed in each precision named (fp32, tf32, bf16:
+:func:`joma_lib.base.precision.numerics`, as the command line's ``--precision`` trains), the other two in the first;
+every row's name ends in its precision. It prints the median step time (``--steps`` timed steps after two warm-up
+steps; CUDA-synchronised), the time per run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
 stacks, assuming the step time grows in proportion to the runs when ``--runs`` is fewer than all). The time the
 label streams take per stacked step (drawn in a background thread during training) is printed too.
 
     python benchmarks/bench_table1_stack.py --config quick --device cpu --runs 8 --threads 1
     python benchmarks/bench_table1_stack.py --config full --device cuda           # the paper's scale, all 40 runs
+    python benchmarks/bench_table1_stack.py --config full --device cuda --runs 10 --precisions tf32,bf16
 
 ``--spread`` measures instead how far the numbers move with the summation order alone, at a configuration small
 enough to train whole (``check``): every run trained alone, on the CPU with 1 and with 2 threads (or on the GPU),
@@ -38,11 +41,13 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
 from joma_lib.base.device import resolve_device
+from joma_lib.base.precision import PRECISIONS, PrecisionUnavailableError, require
+from joma_lib.base.precision import numerics as precision_numerics
 from joma_lib.kit.benchmarks import machine, save_results
 from joma_lib.theory.table1.model import RunResult, Table1Config, numerics, setup_run
 from joma_lib.theory.table1.runs import CONFIGS, RunKey, train_runs
-from joma_lib.theory.table1.stacked import LabelStream, stack_parameters, stack_runs, stacked_losses, token_tables
-from joma_lib.theory.table1.stacked_run import run_results, run_table1_stacked
+from joma_lib.theory.table1.stacked import LabelStream, stack_runs
+from joma_lib.theory.table1.stacked_run import probe_stack, probe_step, run_results, run_table1_stacked
 from joma_lib.base.validation import check_choice, check_int
 
 
@@ -83,17 +88,13 @@ def unstacked_step(config: Table1Config, device: torch.device) -> Callable[[], o
 
 def stacked_steps(config: Table1Config, n_runs: int, device: torch.device
                   ) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
-    """The bmm step, the vmap step and one step's label drawing, for the first ``n_runs`` runs."""
+    """The bmm step (:func:`~joma_lib.theory.table1.stacked_run.probe_step`: the training step on the first
+    batch, again and again), the vmap step on the same batch and one step's label drawing, for the first
+    ``n_runs`` runs."""
     runs = stack_runs(config)[:n_runs]
+    probe = probe_stack(config, n_runs, device)
     models = [setup_run(config, *run.setting, run.seed, device)[2] for run in runs]
     stream = LabelStream(runs, config.n_class, config.batch_size)
-    chunk = stream.draw(0, 1)
-    tables = token_tables(config, runs, device)
-    index = torch.arange(len(runs), device=device)[:, None]
-    tokens = tables[index, torch.from_numpy(chunk.draws[0]).to(device)]
-    labels = torch.from_numpy(chunk.targets[0]).to(device)
-    params = stack_parameters(models)
-    adam = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay)
     func_params, buffers = stack_module_state(models)  # type: ignore[arg-type]
     func_adam = torch.optim.Adam(func_params.values(), lr=config.lr, weight_decay=config.weight_decay)
     base = models[0]
@@ -103,20 +104,21 @@ def stacked_steps(config: Table1Config, n_runs: int, device: torch.device
         logits, _ = functional_call(base, (p, b), (x,))
         return F.cross_entropy(logits, y)
 
-    def bmm_step() -> None:
-        loss = stacked_losses(params, tables[index, torch.from_numpy(chunk.draws[0]).to(device)], labels,
-                              config.n_layers)
-        adam.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        adam.step()
-
     def vmap_step() -> None:
-        loss = vmap(one_run_loss, randomness="different")(func_params, buffers, tokens, labels)
+        loss = vmap(one_run_loss, randomness="different")(func_params, buffers, probe.tokens, probe.labels)
         func_adam.zero_grad(set_to_none=True)
         loss.sum().backward()
         func_adam.step()
 
-    return bmm_step, vmap_step, lambda: stream.draw(0, 1)
+    return lambda: probe_step(probe), vmap_step, lambda: stream.draw(0, 1)
+
+
+def in_precision(step: Callable[[], object], precision: str, device: torch.device) -> Callable[[], object]:
+    """``step`` taken in ``precision`` (as the runs train in it)."""
+    def run() -> object:
+        with precision_numerics(precision, device):
+            return step()
+    return run
 
 
 def spread(a: Mapping[RunKey, RunResult], b: Mapping[RunKey, RunResult]) -> dict[str, float]:
@@ -151,7 +153,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="store the timings as DIR/table1_bench.json (as joma_lib/kit/benchmark_results/ keeps them)")
     parser.add_argument("--spread", action="store_true", help="measure the spread of the numbers instead")
-    parser.add_argument("--tf32", action="store_true", help="float32 matrix products in TF32 (CUDA only)")
+    parser.add_argument("--precisions", default="fp32",
+                        help=f"comma-separated precisions of the bmm stack, of {list(PRECISIONS)} (default fp32; the "
+                             "first also for the unstacked and vmap steps)")
     args = parser.parse_args()
     try:
         config = CONFIGS[check_choice("config", args.config, sorted(CONFIGS))]
@@ -160,8 +164,12 @@ def main() -> None:
         steps = check_int("steps", int(args.steps), 1, 10_000)
         threads = None if args.threads is None else check_int("threads", int(args.threads), 1, 1024)
         device = resolve_device(args.device)
-        config = replace(config, tf32=args.tf32, cpu_threads=config.cpu_threads if threads is None else threads)
-    except ValueError as err:
+        precisions = [check_choice("--precisions", p, PRECISIONS) for p in args.precisions.split(",")]
+        for p in precisions:
+            require(p, device, f"--precisions {p}")
+        config = replace(config, precision=precisions[0],
+                         cpu_threads=config.cpu_threads if threads is None else threads)
+    except (ValueError, PrecisionUnavailableError) as err:
         parser.error(str(err))
     if args.spread:
         found = measure_spread(config, device)
@@ -172,26 +180,29 @@ def main() -> None:
         return
     with numerics(config, device):
         bmm_step, vmap_step, draw = stacked_steps(config, n_runs, device)
-        seconds = timed({"unstacked": unstacked_step(config, device), "stacked (bmm)": bmm_step,
-                         "stacked (vmap)": vmap_step}, steps, device)
-        rows = {name: (seconds[name], 1 if name == "unstacked" else n_runs) for name in seconds}
+        first = precisions[0]
+        methods = {f"unstacked, {first}": (unstacked_step(config, device), first, 1),
+                   **{f"stacked (bmm), {p}": (bmm_step, p, n_runs) for p in precisions},
+                   f"stacked (vmap), {first}": (vmap_step, first, n_runs)}
+        seconds = timed({name: in_precision(step, p, device) for name, (step, p, _) in methods.items()}, steps, device)
+        rows = {name: (seconds[name], runs) for name, (_, _, runs) in methods.items()}
         drawing = timed({"draw": draw}, steps, torch.device("cpu"))["draw"]
         n_threads = torch.get_num_threads()
-    print(f"Table 1 --config {args.config}{' --tf32' if args.tf32 else ''} on {device} "
-          f"({machine().get('gpu', machine()['cpu'])}), "
+    print(f"Table 1 --config {args.config} on {device} ({machine().get('gpu', machine()['cpu'])}), "
           f"{n_threads} threads, {n_runs} of {total} runs stacked, median of {steps} steps")
-    print(f"{'method':<16} {'step ms':>10} {'per run-step ms':>16} {'speed-up':>9} {'whole table':>12}")
+    print(f"{'method':<22} {'step ms':>10} {'per run-step ms':>16} {'speed-up':>9} {'whole table':>12}")
     per_run = {name: seconds / runs for name, (seconds, runs) in rows.items()}
+    alone = per_run[f"unstacked, {first}"]
     results = {}
     for name, (seconds, runs) in rows.items():
         table_s = per_run[name] * config.steps * total
         results[name] = {"step_ms": 1e3 * seconds, "runs": runs, "per_run_step_ms": 1e3 * per_run[name],
-                         "whole_table_s": table_s}
-        print(f"{name:<16} {1e3 * seconds:>10.2f} {1e3 * per_run[name]:>16.3f} "
-              f"{per_run['unstacked'] / per_run[name]:>8.2f}x {table_s / 60:>10.1f} m")
+                         "whole_table_s": table_s, "precision": methods[name][1]}
+        print(f"{name:<22} {1e3 * seconds:>10.2f} {1e3 * per_run[name]:>16.3f} "
+              f"{alone / per_run[name]:>8.2f}x {table_s / 60:>10.1f} m")
     print(f"label drawing, {n_runs} runs, one step: {1e3 * drawing:.2f} ms (in a background thread while training)")
     if args.out is not None:
-        save_results("table1_bench", {"config": args.config, "device": str(device), "tf32": args.tf32,
+        save_results("table1_bench", {"config": args.config, "device": str(device), "precisions": precisions,
                                       "label_drawing_ms": 1e3 * drawing, "rows": results}, folder=args.out)
 
 

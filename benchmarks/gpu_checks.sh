@@ -20,8 +20,9 @@
 #      each as large as fits (joma_lib/lm/stack_plan.py); compiled where this loan's bench-compile says it pays;
 #      WikiText-2 where the hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at
 #      its full configuration
-#      (40 runs in 4 stacks of 10, each finished stack kept; TF32 products: in fp32 its ~1.1e17 FLOP alone take
-#      ~28 minutes of an H100).
+#      (40 runs in 4 stacks of 10, each finished stack kept; in fp32 its ~1.1e17 FLOP alone take ~28 minutes of an
+#      H100, so --precision auto: the fastest of fp32, TF32 and bf16 measured on the stack there, or the precision
+#      of the stacks finished in earlier loans).
 # Each step's output goes to the results folder (--out, default gpu_runs/out), with a one-page summary.md. After
 # every step, the summary and the whole results folder as results.tar.gz are copied to --pack (default $OUT, where
 # the device tool sets it): that tool brings back at most 8 files, two folders deep, and a loan's results are
@@ -91,6 +92,17 @@ if [ "$finished_runs" -gt 0 ]; then
     "$(ls "$finished"/paper/*/result.json | head -n 1)") || { echo "error: cannot read the precision of the finished runs in $finished/paper" >&2; exit 2; }
 fi
 
+# the precision of Table 1's stacks finished in earlier loans (every stack of its folder has the same), else auto
+table1_precision=auto
+table1_finished=$(ls "$finished"/table1/table1.json "$finished"/table1/stack-*.npz 2>/dev/null | head -n 1)
+if [ -n "$table1_finished" ]; then
+  table1_precision=$($PY -c 'import json, sys, numpy
+path = sys.argv[1]
+record = json.load(open(path)) if path.endswith(".json") else json.loads(str(numpy.load(path)["identity"]))
+print(record["config"]["precision"])' "$table1_finished") \
+    || { echo "error: cannot read the precision of the finished Table 1 stacks in $finished/table1" >&2; exit 2; }
+fi
+
 # the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log); verify
 # stops 40 s before its cap (at least half of it), so that its report of the figures it kept is always written
 at_limit() {  # the command of step $1 under a cap of $2 seconds
@@ -106,12 +118,13 @@ at_limit() {  # the command of step $1 under a cap of $2 seconds
 gpu_test_files=$(grep -l '^@pytest.mark.gpu' tests/test_*.py | tr '\n' ' ')
 lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
-table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --tf32 --device cuda --no-progress --out $state/runs/table1 \
+table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --precision $table1_precision --device cuda --no-progress \
+--out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
 # tests-gpu and bench-compile build inductor's kernels, cold on a fresh machine: hence their longer caps
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
-  "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --tf32 --runs 10 \
+  "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --precisions tf32,bf16 --runs 10 \
 --out $out"
   "tests-gpu|180|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"
   "profile|60|$PY benchmarks/profile_lm_stack.py --device cuda --out $out"
@@ -146,7 +159,7 @@ if [ "$dry_run" = 1 ]; then
     [ -f "$script" ] || { echo "  PROBLEM: $script is missing"; problems=1; }
   done
   echo "  finished in earlier loans ($finished): $finished_runs paper runs (precision $precision)," \
-       "$(ls "$finished"/table1/*.npz 2>/dev/null | wc -l) Table 1 result files"
+       "$(ls "$finished"/table1/*.npz 2>/dev/null | wc -l) Table 1 result files (precision $table1_precision)"
   for s in "${steps[@]}"; do
     IFS='|' read -r name seconds command <<< "$s"
     done_mark=""; [ -f "$state/done/$name" ] && done_mark=" (done in an earlier call: skipped)"

@@ -79,13 +79,14 @@ def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(pa
                                      for o in waiting.values())
     with pytest.raises(InputUnavailableError, match=re.escape(WAITING)):
         make_table1_paper(str(tmp_path / "missing.npz"))
-    assert not bool(paper_run[0]["tf32"])
+    assert str(paper_run[0]["precision"]) == "fp32"
     shutil.copy(paper_run[1], tmp_path / "run.npz")
     manifest = json.loads(paper_run[1].with_suffix(".json").read_text())
-    for change, accepted in (({"tf32": True}, True), ({"d_model": 32}, False)):
+    for change, accepted in (({"precision": "bf16"}, True), ({"precision": "tf32"}, True),
+                             ({"precision": "fp16"}, False), ({"d_model": 32}, False)):
         (tmp_path / "run.json").write_text(json.dumps({"config": {**manifest["config"], **change}}))
         if accepted:
-            assert bool(make_table1_paper(str(tmp_path / "run.npz"))["tf32"])
+            assert str(make_table1_paper(str(tmp_path / "run.npz"))["precision"]) == change["precision"]
         else:
             with pytest.raises(ValueError, match="not made with the full configuration"):
                 make_table1_paper(str(tmp_path / "run.npz"))

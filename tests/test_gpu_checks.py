@@ -62,6 +62,27 @@ def test_the_dry_run_counts_the_runs_finished_in_earlier_loans_and_pins_their_pr
     assert f"--precision {precision} --device cuda" in done.stdout
 
 
+def test_table1_trains_in_the_precision_of_its_stacks_finished_in_earlier_loans(tmp_path):
+    """Table 1's stacks must share one precision (a folder of another is refused): with none finished the loan's
+    run measures (``auto``), with one finished in an earlier loan it trains in that stack's precision."""
+    from dataclasses import replace
+
+    from joma_lib.theory.table1.runs import CONFIGS
+    from joma_lib.theory.table1.stacked_run import run_table1_stacked
+
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable}
+    args = ("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--finished", str(tmp_path / "finished"))
+    done = _run(*args, env=env)
+    assert done.returncode == 0 and "table1 --config full --stack --stack-size 10 --precision auto" in done.stdout
+    config = replace(CONFIGS["check"], precision="fp32")  # fp32 runs on every CPU
+    assert run_table1_stacked(config, "cpu", tmp_path / "finished" / "table1", stop_after=config.steps,
+                              stack_size=4) is None  # the first stack finished, the second not started
+    done = _run(*args, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 Table 1 result files (precision fp32)" in done.stdout
+    assert "--stack-size 10 --precision fp32 --device cuda" in done.stdout
+
+
 def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tmp_path, tiny_run, tiny_run_data):
     """A run on a machine that says it has a GPU (a stand-in python answers the script's CUDA check; the runs
     themselves then fail at once, seeing none): the finished runs of earlier loans go into the state folder at the

@@ -102,7 +102,7 @@ def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile():
     import torch._dynamo as dynamo
 
     from joma_lib.lm.model import trace_mask_constants_as_constant
-    from joma_lib.lm.precision import numerics
+    from joma_lib.base.precision import numerics
 
     trace_mask_constants_as_constant()
     models, _ = _runs((1, 2), 0.2)

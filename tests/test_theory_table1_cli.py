@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+import torch
+
+from joma_lib.base.precision import candidates
 from joma_lib.theory.table1.cli import main
 
 
@@ -47,3 +51,27 @@ def test_stacked_command_line_stops_resumes_and_saves(capsys: pytest.CaptureFixt
         with pytest.raises(SystemExit):
             main(argv_bad)
         assert message in capsys.readouterr().err
+
+
+def test_precision_is_chosen_recorded_and_refused_by_name(capsys: pytest.CaptureFixture[str], tmp_path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--precision``: a bad name is a usage error; ``auto`` times the stack's step in each precision this CPU
+    runs (fp32, and bf16 where the probe passes), keeps the choice in the cache and records the precision used in
+    the result's manifest, where a later call with another precision is refused (its stacks would mix two)."""
+    monkeypatch.setenv("JOMA_CACHE", str(tmp_path / "cache"))
+    base = ["--config", "check", "--steps", "2", "--seeds", "1", "--device", "cpu", "--no-progress", "--stack"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(base + ["--precision", "fp16"])
+    assert exit_info.value.code == 2
+    assert "--precision must be one of ['auto', 'fp32', 'bf16', 'tf32'], got 'fp16'" in capsys.readouterr().err
+    out = ["--out", str(tmp_path / "run"), "--save", str(tmp_path / "table.npz")]
+    assert main(base + ["--precision", "auto"] + out) == 0
+    chosen = json.loads((tmp_path / "table.json").read_text())["config"]["precision"]
+    among = candidates(torch.device("cpu"))
+    assert chosen in among
+    if len(among) == 1:  # a CPU whose bf16 products do not run: nothing to measure, fp32
+        return
+    assert len(list((tmp_path / "cache").glob("precision-auto-*.json"))) == 1  # measured once, kept
+    other = next(p for p in among if p != chosen)
+    assert main(base + ["--precision", other] + out) == 2
+    assert "holds a finished run of other settings" in capsys.readouterr().err

@@ -18,7 +18,8 @@ from joma_lib.chapters.table1.table1 import (
     level_specificity,
 )
 from joma_lib.kit.registry import get_spec
-from joma_lib.theory.table1.model import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, TABLE1_SETTINGS, Table1Config, train_and_score
+from joma_lib.base.precision import PrecisionUnavailableError
+from joma_lib.theory.table1.model import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, TABLE1_SETTINGS, Table1Config, train_and_score, training_precision
 from joma_lib.theory.table1.runs import CONFIGS
 
 
@@ -186,10 +187,25 @@ def test_bad_inputs_raise_clear_errors(call, match: str) -> None:
         call()
 
 
-def test_numerics_set_the_configurations_threads_and_matmul_precision_and_restore_them() -> None:
-    before = torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()
-    with numerics(replace(CONFIGS["check"], tf32=not before[0], cpu_threads=1), torch.device("cpu")):
-        assert (torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()) == (not before[0], 1)
-    assert (torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()) == before
-    with pytest.raises(ValueError, match="tf32 must be True or False"):
-        Table1Config(tf32=1)  # type: ignore[arg-type]
+def test_numerics_set_the_configurations_threads_and_full_fp32_products_and_restore_them() -> None:
+    """The scores' numerics: the configuration's threads, full float32 products whatever was set; the training
+    inside them in the configuration's precision (TF32 products only there)."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        before = torch.get_num_threads()
+        with numerics(replace(CONFIGS["check"], cpu_threads=1), torch.device("cpu")):
+            assert (torch.backends.cuda.matmul.allow_tf32, torch.get_num_threads()) == (False, 1)
+            with training_precision(replace(CONFIGS["check"], precision="tf32"), torch.device("cpu")):
+                assert torch.backends.cuda.matmul.allow_tf32
+            assert not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.get_num_threads() == before
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+    with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'tf32'\], got 'fp16'"):
+        Table1Config(precision="fp16")
+
+
+def test_a_precision_the_device_cannot_run_is_refused_before_any_work() -> None:
+    """TF32 on a CPU (no TF32 products there): refused by name at the entry, nothing trained."""
+    with pytest.raises(PrecisionUnavailableError, match=r"precision tf32 needs tf32.*TF32 products need a CUDA GPU"):
+        train_and_score(replace(CONFIGS["check"], precision="tf32"), 2, (10, 20), seed=1, device="cpu")

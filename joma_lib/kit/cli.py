@@ -54,7 +54,7 @@ from joma_lib.kit.registry import figure_ids, get_spec
 from joma_lib.kit.style import figure_style
 from joma_lib.kit.sweeps import plot_sweep
 from joma_lib.base.io import InputCorruptError, InputUnavailableError, writable_dir
-from joma_lib.lm.precision import PrecisionUnavailableError
+from joma_lib.base.precision import PrecisionUnavailableError
 from joma_lib.base.startup import command
 
 

@@ -2,7 +2,7 @@
 
 The torch build, the CPU and the flags that decide its bf16 kernels, the bf16 probe's verdict
 (:mod:`joma_lib.base.cpu`), the precision ``auto`` picks for the CPU re-run with both measured step times
-(:mod:`joma_lib.lm.precision`), the GPU, the thread count, where the authors' published runs were found, and
+(:mod:`joma_lib.base.precision`), the GPU, the thread count, where the authors' published runs were found, and
 whether the Hugging Face Hub can be reached. It only reports: it always exits 0.
 """
 

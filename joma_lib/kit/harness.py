@@ -43,7 +43,7 @@ from joma_lib.kit.phone import TEXT_PX_KEY, smallest_text_px, stack_for_phone
 from joma_lib.kit.receipts import keep_receipt
 from joma_lib.kit.registry import FigureData, FigureSpec, Tolerance, get_spec
 from joma_lib.kit.style import figure_style, fix_layout
-from joma_lib.lm.precision import precisions_used
+from joma_lib.base.precision import precisions_used
 from joma_lib.base.startup import declare_env
 
 REFERENCE_DIR = Path(__file__).parents[1] / "figures" / "reference"

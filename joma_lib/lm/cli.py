@@ -44,7 +44,7 @@ from joma_lib.lm.cluster import (
 from joma_lib.base.io import writable_dir
 from joma_lib.lm.config import ADAM_RESET, ARCHS, DEFAULT_THREADS, RunConfig, sweep_configs
 from joma_lib.lm.data import CORPORA, load_splits
-from joma_lib.lm.precision import PRECISION_CHOICES, PRECISION_ENV, PRECISIONS
+from joma_lib.base.precision import PRECISION_CHOICES, PRECISION_ENV, PRECISIONS
 from joma_lib.lm.presets import PRESETS
 from joma_lib.lm.runs import collect, finished_result, load_sweep, write_results
 from joma_lib.lm.stack import stacks

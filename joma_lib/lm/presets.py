@@ -15,7 +15,7 @@ import torch
 
 from joma_lib.base.device import resolve_device
 from joma_lib.lm.config import RunConfig, sweep_configs
-from joma_lib.lm.precision import AutoChoice, cached_choice
+from joma_lib.base.precision import AutoChoice, cached_choice
 from joma_lib.lm.step import run_shapes
 from joma_lib.lm.sweep import sweep_precision, train_on_cpu
 from joma_lib.base.validation import check_choice

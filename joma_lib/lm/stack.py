@@ -35,7 +35,7 @@ from joma_lib.base.memory import keep_freed_memory
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.model import TransformerLM
-from joma_lib.lm.precision import record_used, resolve
+from joma_lib.base.precision import record_used, resolve
 from joma_lib.lm.runs import finished_result, run_lock, save_checkpoint, write_results
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import StackedLM, evaluate_stack, mask_source, stable_ranks
@@ -116,7 +116,7 @@ def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads:
                     size: int | None = None) -> list[RunConfig]:
     """``configs`` with ``precision="auto"`` replaced by one precision for the whole sweep, measured on the
     stacked step of its largest ``auto`` stack (of at most ``size`` runs: the step that will run;
-    :func:`joma_lib.lm.precision.resolve`)."""
+    :func:`joma_lib.base.precision.resolve`)."""
     auto = [group for group in stacks(configs, size) if group[0].precision == "auto"]
     if not auto:
         return list(configs)

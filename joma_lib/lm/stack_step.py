@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch.optim.adam import adam
 
-from joma_lib.lm.precision import numerics
+from joma_lib.base.precision import numerics
 from joma_lib.lm.stacked import CounterMasks, StackedLM
 
 BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as make_optimizer uses them

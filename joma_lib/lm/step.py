@@ -24,7 +24,7 @@ from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig, same
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.metrics import evaluate, stable_rank
 from joma_lib.lm.model import TransformerLM
-from joma_lib.lm.precision import numerics, record_used, resolve
+from joma_lib.base.precision import numerics, record_used, resolve
 from joma_lib.lm.runs import finished_result, load_checkpoint, run_lock, save_checkpoint, write_results
 from joma_lib.base.validation import check_int
 
@@ -70,7 +70,7 @@ def train_step(model: TransformerLM | NeoXLM, optimizer: torch.optim.Optimizer, 
 
 
 def run_precision(cfg: RunConfig, device: torch.device, threads: int = DEFAULT_THREADS) -> str:
-    """The precision ``cfg`` trains in on ``device`` (:func:`joma_lib.lm.precision.resolve`).
+    """The precision ``cfg`` trains in on ``device`` (:func:`joma_lib.base.precision.resolve`).
 
     ``auto`` is decided by timing :func:`train_step` on a throw-away model of the run's shapes (vocabulary
     ``max_vocab``, or WikiText-2's), without touching the global random state.

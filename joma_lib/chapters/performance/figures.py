@@ -8,7 +8,7 @@ order and dropout masks per seed). The entropy itself is measured in fp32 in bot
 seed-mean attention entropy lies inside the band spanned by the fp32 seeds, i.e. bf16 moves the
 curve less than the choice of seed does. Training takes about a minute on one core. On a CPU where bf16 cannot
 run (:func:`joma_lib.base.cpu.bf16_support`) the figure cannot be made: ``make`` raises
-:class:`~joma_lib.lm.precision.PrecisionUnavailableError`, ``verify`` reports it as skipped and the page draws the
+:class:`~joma_lib.base.precision.PrecisionUnavailableError`, ``verify`` reports it as skipped and the page draws the
 committed reference, saying why.
 """
 
@@ -21,7 +21,7 @@ import torch
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec
-from joma_lib.lm.precision import require
+from joma_lib.base.precision import require
 from joma_lib.lm.config import RunConfig, sweep_configs
 from joma_lib.lm.presets import PRESETS
 from joma_lib.lm.sweep import train_on_cpu

@@ -32,7 +32,8 @@ SWEEP_BAR_MINUTES = 10.0
 TABLE1_BAR_MINUTES = 5.0
 """The goal for Table 1 at its full configuration, all 40 runs, on one GPU, in minutes."""
 TABLE1_ENGINE = "stacked (bmm)"
-"""The Table 1 stack the command line trains with (``bench_table1_stack.py`` also times the vmap alternative)."""
+"""The Table 1 stack the command line trains with (``bench_table1_stack.py`` also times the vmap alternative; it
+names each row ``"<method>, <precision>"``)."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,25 @@ def launch_bound(lm_stack: Mapping[str, Any]) -> dict[str, Any]:
             "layer_ms_stack": float(np.polyfit(layers, [r["median_ms"][r["best_stack"]] for r in same], 1)[0])}
 
 
+def table1_steps(table1: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The stored Table 1 step as the command line trains it, the fastest row of :data:`TABLE1_ENGINE` over the
+    precisions timed (what its ``--precision auto`` keeps), and one run trained alone."""
+    rows = table1["results"]["rows"]
+    stacked = [row for name, row in rows.items() if name.startswith(f"{TABLE1_ENGINE}, ")]
+    alone = [row for name, row in rows.items() if name.startswith("unstacked, ")]
+    if not stacked or len(alone) != 1:
+        raise ValueError(f"a stored Table 1 benchmark has rows '{TABLE1_ENGINE}, <precision>' and one "
+                         f"'unstacked, <precision>', got {sorted(rows)}")
+    return min(stacked, key=lambda row: row["whole_table_s"]), alone[0]
+
+
 def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) -> list[Goal]:
     """The goals of the paper-scale work on one GPU, each with what the stored benchmarks measured or project."""
     rows = lm_stack["results"]["rows"]
     one, stacked = min(r["authors_over_one"] for r in rows), min(r["authors_over_stacked"] for r in rows)
     sweep_min = lm_stack["results"]["projected_paper_sweep_s"] / 60
-    t1 = table1["results"]["rows"]
-    t1_min, t1_alone_min = t1[TABLE1_ENGINE]["whole_table_s"] / 60, t1["unstacked"]["whole_table_s"] / 60
+    t1, t1_alone = table1_steps(table1)
+    t1_min, t1_alone_min = t1["whole_table_s"] / 60, t1_alone["whole_table_s"] / 60
     return [
         Goal(f"one run's step at least {ONE_RUN_BAR:.0f}x as fast as the authors' step",
              f"{ratio_range(lm_stack, 'authors_over_one')}x, by depth", one >= ONE_RUN_BAR),
@@ -96,7 +109,8 @@ def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) ->
         Goal(f"the {PAPER_SWEEP_RUNS}-run paper sweep (Figs. 6 and 8) in at most {SWEEP_BAR_MINUTES:.0f} minutes",
              f"{sweep_min:.0f} minutes projected (stacks, training only)", sweep_min <= SWEEP_BAR_MINUTES),
         Goal(f"Table 1 at its full configuration, all {TABLE1_RUNS} runs, in at most {TABLE1_BAR_MINUTES:.0f} minutes",
-             f"{t1_min:.0f} minutes projected stacked ({t1_alone_min:.0f} run by run)", t1_min <= TABLE1_BAR_MINUTES),
+             f"{t1_min:.0f} minutes projected stacked in {t1['precision']} ({t1_alone_min:.0f} run by run)",
+             t1_min <= TABLE1_BAR_MINUTES),
     ]
 
 

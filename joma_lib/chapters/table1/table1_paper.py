@@ -19,6 +19,7 @@ import numpy as np
 
 from joma_lib.chapters.table1.table1 import pooled_margin, stored_table1
 from joma_lib.base.io import InputUnavailableError
+from joma_lib.base.precision import PRECISIONS
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
 from joma_lib.theory.table1.runs import CONFIGS, PAPER_RESULTS_FILE, config_record
 
@@ -31,20 +32,20 @@ the trained score must exceed the control's by this many pooled seed standard de
 
 
 def make_table1_paper(path: str = str(PAPER_RESULTS_FILE)) -> FigureData:
-    """:func:`~joma_lib.chapters.table1.table1.stored_table1` of the stored ``full`` run, with ``tf32`` (whether
-    its float32 matrix products ran in TF32, from its manifest); :class:`~joma_lib.base.io.InputUnavailableError`
+    """:func:`~joma_lib.chapters.table1.table1.stored_table1` of the stored ``full`` run, with ``precision`` (its
+    training's: fp32, tf32 or bf16, from its manifest); :class:`~joma_lib.base.io.InputUnavailableError`
     (:data:`WAITING`) while the file is missing. A file whose manifest (``.json``) names another configuration is
     a :class:`ValueError`."""
     npz = Path(path)
     if not npz.exists():
         raise InputUnavailableError(WAITING)
     manifest = json.loads(npz.with_suffix(".json").read_text())
-    full = [config_record(replace(CONFIGS["full"], tf32=tf32)) for tf32 in (False, True)]
+    full = [config_record(replace(CONFIGS["full"], precision=precision)) for precision in PRECISIONS]
     if manifest.get("config") not in full:
         raise ValueError(f"{npz} was not made with the full configuration: its manifest says "
-                         f"{manifest.get('config')}, expected {full[0]} (tf32 true or false)")
+                         f"{manifest.get('config')}, expected {full[0]} (in any precision of {list(PRECISIONS)})")
     data = stored_table1(npz, "full")
-    data["tf32"] = np.array(manifest["config"]["tf32"])
+    data["precision"] = np.array(manifest["config"]["precision"])
     return data
 
 

@@ -7,12 +7,14 @@
     python -m joma_lib table1 --explore [NAME ...]        # the configuration search (resumable)
     python -m joma_lib table1 --config full --seeds 1 --init-only FILE   # untrained scores at any width
     python -m joma_lib table1 --config full --stack --device cuda --out DIR [--every 1000] [--stack-size K]
-                              [--stop-after N] [--save FILE]
+                              [--stop-after N] [--precision fp32|tf32|bf16|auto] [--save FILE]
 
 ``--stack`` trains the runs stacked (:mod:`joma_lib.theory.table1.stacked_run`), ``--stack-size`` runs to a stack (default
 all of them in one); with ``--out DIR`` each stack checkpoints every ``--every`` steps into DIR, a second call
 resumes there (a finished stack is kept as a small file, so another machine goes on with the next), and a finished
 DIR is read back. ``--stop-after N`` stops once the call has trained N steps (checkpointed), to be resumed.
+``--precision`` is the training's (:func:`~joma_lib.theory.table1.stacked_run.resolve_precision`): ``auto`` times a
+step of the stack in each precision this machine runs and keeps the fastest.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from pathlib import Path
 
 from joma_lib.base.device import DEVICE_CHOICES, resolve_device
 from joma_lib.base.io import atomic_path, writable_dir
+from joma_lib.base.precision import PRECISION_CHOICES
 from joma_lib.theory.table1.model import score_at_init
 from joma_lib.base.startup import command
 from joma_lib.theory.table1.exploration import EXPLORATION_FILE, EXPLORED, explore, select_configuration
 from joma_lib.theory.table1.runs import CONFIGS, run_table1, save_result
-from joma_lib.theory.table1.stacked_run import run_table1_stacked
+from joma_lib.theory.table1.stacked_run import resolve_precision, run_table1_stacked
 from joma_lib.base.validation import check_choice, check_int
 
 EVERY = 1000
@@ -64,8 +67,10 @@ def _main(argv: Sequence[str] | None) -> int:
     parser.add_argument("--every", default=None, help=f"with --out: steps between checkpoints (default {EVERY})")
     parser.add_argument("--stop-after", default=None, metavar="N",
                         help="with --out: stop once this call has trained N steps (checkpointed), to resume later")
-    parser.add_argument("--tf32", action="store_true",
-                        help="on a CUDA device: float32 matrix products in TF32 (recorded with the result)")
+    parser.add_argument("--precision", default="fp32",
+                        help=f"the training's precision, one of {list(PRECISION_CHOICES)} (default fp32; tf32: a GPU's "
+                             "float32 products in TF32; bf16: autocast, fp32 weights; auto: the fastest step here; "
+                             "recorded with the result; the scores are computed in fp32)")
     parser.add_argument("--stack-size", default=None, metavar="K",
                         help="with --stack: runs per stack, trained one stack after the other (default all)")
     args = parser.parse_args(argv)
@@ -83,10 +88,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.steps is not None:
             config = replace(config, steps=_parse_int("steps", args.steps))
         device = resolve_device(args.device)
-        if args.tf32:
-            if device.type != "cuda":
-                raise ValueError(f"--tf32 needs a CUDA device (--device cuda), got {device.type}")
-            config = replace(config, tf32=True)
+        check_choice("--precision", args.precision, PRECISION_CHOICES)
         if args.save is not None and not args.save.endswith(".npz"):
             raise ValueError(f"--save must name an .npz file, got {args.save!r}")
         every = EVERY if args.every is None else check_int("--every", _int_or_text(args.every), 1, 10**7)
@@ -114,6 +116,7 @@ def _main(argv: Sequence[str] | None) -> int:
             tmp.write_text(json.dumps({"config": args.config, "matrices": cells}, indent=1) + "\n")
         print(json.dumps(cells))
         return 0
+    config = resolve_precision(config, args.precision, device, (stack_size or n_runs) if args.stack else 1)
     print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
     if args.stack:
         outcome = run_table1_stacked(config, device.type, out, every, stop_after, not args.no_progress, stack_size)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -36,7 +36,9 @@ from torch import nn
 
 from joma_lib.theory.combination_hierarchy import CombinationHierarchy, HierarchySample
 from joma_lib.base.device import pinned_threads, resolve_device
-from joma_lib.base.validation import as_finite_array, check_float, check_int
+from joma_lib.base.precision import PRECISIONS, require
+from joma_lib.base.precision import numerics as precision_numerics
+from joma_lib.base.validation import as_finite_array, check_choice, check_float, check_int
 
 Setting = tuple[int, tuple[int, ...]]
 """A row group of Table 1: (number of combinations per symbol, sizes of the latent levels)."""
@@ -66,7 +68,7 @@ class Table1Config:
     n_test: int = 1280
     min_corr: float = 0.01
     cpu_threads: int | None = None  # torch threads while training on the CPU; None keeps torch's setting
-    tf32: bool = False  # float32 matrix products on a GPU in TF32 (tensor cores); False: full float32 (IEEE)
+    precision: str = "fp32"  # the training's (joma_lib.base.precision): fp32, tf32 (GPU) or bf16 autocast; scores in fp32
     settings: tuple[Setting, ...] = TABLE1_SETTINGS
     seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
 
@@ -85,8 +87,7 @@ class Table1Config:
         check_float("min_corr", self.min_corr, -1.0, 1.0)
         if self.cpu_threads is not None:
             check_int("cpu_threads", self.cpu_threads, 1, 1024)
-        if not isinstance(self.tf32, bool):
-            raise ValueError(f"tf32 must be True or False, got {self.tf32!r}")
+        check_choice("precision", self.precision, PRECISIONS)
         if not self.seeds:
             raise ValueError("seeds must name at least one seed")
         for seed in self.seeds:
@@ -102,15 +103,24 @@ class Table1Config:
 
 @contextmanager
 def numerics(config: Table1Config, device: torch.device) -> Iterator[None]:
-    """Run the block with the configuration's numerics: its thread count on the CPU, and on a GPU float32 matrix
-    products in TF32 where ``config.tf32``, in full float32 otherwise (whatever the caller had set; restored after)."""
-    before = torch.backends.cuda.matmul.allow_tf32  # the API joma_lib.lm.precision sets too: never mix the two
+    """Run the block with the configuration's thread count on the CPU and full float32 matrix products on a GPU
+    (whatever the caller had set; restored after): the numerics of the scores. The training inside it runs in
+    ``config.precision`` (:func:`training_precision`). A precision ``device`` cannot run is refused here, before
+    any work (:class:`~joma_lib.base.precision.PrecisionUnavailableError`)."""
+    require(config.precision, device, f"Table 1's training in precision {config.precision}")
+    before = torch.backends.cuda.matmul.allow_tf32
     with pinned_threads(config.cpu_threads if device.type == "cpu" else None):
-        torch.backends.cuda.matmul.allow_tf32 = config.tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
         try:
             yield
         finally:
             torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def training_precision(config: Table1Config, device: torch.device) -> AbstractContextManager[None]:
+    """The training steps' numerics: ``config.precision`` (:func:`joma_lib.base.precision.numerics`: fp32, TF32
+    products, or bf16 autocast with fp32 weights, Adam state and loss)."""
+    return precision_numerics(config.precision, device)
 
 
 class Block(nn.Module):
@@ -289,15 +299,16 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
 
             kind = ", shuffled labels" if shuffle_labels else ""
             steps = tqdm(steps, desc=f"comb {n_combinations}, levels {level_sizes}, seed {seed}{kind}", leave=False)
-        for step in steps:
-            batch = data.sample(config.batch_size, rng)
-            labels = shuffler.permutation(batch.labels) if shuffle_labels else batch.labels
-            logits, _ = model(torch.from_numpy(batch.tokens).to(dev))
-            loss = nn.functional.cross_entropy(logits, torch.from_numpy(labels).to(dev))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            losses[step] = loss.item()
+        with training_precision(config, dev):
+            for step in steps:
+                batch = data.sample(config.batch_size, rng)
+                labels = shuffler.permutation(batch.labels) if shuffle_labels else batch.labels
+                logits, _ = model(torch.from_numpy(batch.tokens).to(dev))
+                loss = nn.functional.cross_entropy(logits, torch.from_numpy(labels).to(dev))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses[step] = loss.item()
         scores, scores_change = trained_scores(model, test, pooled_init, config.min_corr, dev)
     return RunResult(scores, scores_init, losses, scores_change)
 

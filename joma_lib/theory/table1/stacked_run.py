@@ -13,13 +13,16 @@ kB. A finished folder holds the result (:data:`RESULT`, with its configuration m
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from joma_lib.base.device import resolve_device
+from joma_lib.base.device import pinned_threads, resolve_device
+from joma_lib.base.precision import numerics as precision_numerics
+from joma_lib.base.precision import resolve
 from joma_lib.base.io import atomic_path, checksum_path, load_torch_checked, save_torch_checked, write_npz
 from joma_lib.theory.table1.model import (
     RunResult,
@@ -29,6 +32,7 @@ from joma_lib.theory.table1.model import (
     pooled_hiddens,
     setup_run,
     trained_scores,
+    training_precision,
 )
 from joma_lib.theory.table1.runs import (
     RunKey,
@@ -66,6 +70,60 @@ def checkpoint_path(out: Path, stack: int) -> Path:
 def stack_result_path(out: Path, stack: int) -> Path:
     """The finished runs of stack number ``stack`` in ``out`` (small: scores and losses)."""
     return out / f"stack-{stack}.npz"
+
+
+class ProbeStack(NamedTuple):
+    """A stack of a configuration's first runs, ready for one training step (:func:`probe_step`): what the
+    ``auto`` precision times, and the benchmark."""
+
+    params: dict[str, torch.Tensor]
+    optimizer: torch.optim.Optimizer
+    tokens: torch.Tensor
+    labels: torch.Tensor
+    n_layers: int
+
+
+def probe_stack(config: Table1Config, n_runs: int, dev: torch.device) -> ProbeStack:
+    """The first ``n_runs`` runs of ``config``'s table stacked as at their first step (same initial networks,
+    first batch), with their optimiser."""
+    runs = stack_runs(config)[:check_int("n_runs", n_runs, 1, len(stack_runs(config)))]
+    params = stack_parameters([setup_run(config, *run.setting, run.seed, dev)[2] for run in runs])
+    optimizer = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay, foreach=True)
+    chunk = LabelStream(runs, config.n_class, config.batch_size).draw(0, 1)
+    tokens = token_tables(config, runs, dev)[torch.arange(len(runs), device=dev)[:, None],
+                                             torch.from_numpy(chunk.draws[0]).to(dev)]
+    return ProbeStack(params, optimizer, tokens, torch.from_numpy(chunk.targets[0]).to(dev), config.n_layers)
+
+
+def probe_step(probe: ProbeStack) -> None:
+    """One training step of ``probe`` (forward, backward, Adam), in the numerics the caller has set; on a GPU
+    it returns when the step is done (synchronised), so that it can be timed."""
+    loss = stacked_losses(probe.params, probe.tokens, probe.labels, probe.n_layers)
+    probe.optimizer.zero_grad(set_to_none=True)
+    loss.sum().backward()
+    probe.optimizer.step()
+    if probe.tokens.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def resolve_precision(config: Table1Config, requested: str, device: torch.device, n_runs: int) -> Table1Config:
+    """``config`` with the precision that a run asking for ``requested`` trains in on ``device``
+    (:func:`joma_lib.base.precision.resolve`): ``auto`` times one step of a stack of ``n_runs`` runs in each
+    precision that runs there (fp32 and bf16 on a CPU; fp32, TF32 and bf16 on a GPU) and keeps the fastest,
+    a choice cached per machine and shapes; a precision that cannot run here trains in fp32 (with a notice)."""
+    shapes = {"model": "table1", "runs": n_runs, **{name: getattr(config, name) for name in (
+        "n_vocab", "seq_len", "n_class", "n_layers", "d_model", "d_hidden", "batch_size")}}
+    built: list[ProbeStack] = []
+
+    def step(precision: str) -> None:
+        if not built:  # built only when a measurement is needed (not for a cached choice)
+            built.append(probe_stack(config, n_runs, device))
+        with precision_numerics(precision, device):
+            probe_step(built[0])
+
+    with pinned_threads(config.cpu_threads if device.type == "cpu" else None):
+        chosen = resolve(requested, device, shapes, torch.get_num_threads(), step)
+    return replace(config, precision=chosen)
 
 
 class StackedOutcome(NamedTuple):
@@ -141,12 +199,13 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
     bar = _progress(progress, start, config.steps)
     for chunk in stream.chunks(chunk_bounds(start, stop, CHUNK_STEPS, every)):
         draws, targets = torch.from_numpy(chunk.draws).to(dev), torch.from_numpy(chunk.targets).to(dev)
-        for k in range(len(draws)):
-            loss = stacked_losses(params, tables[run_index, draws[k]], targets[k], config.n_layers)
-            optimizer.zero_grad(set_to_none=True)
-            loss.sum().backward()
-            optimizer.step()
-            losses[:, chunk.start + k] = loss.detach()
+        with training_precision(config, dev):
+            for k in range(len(draws)):
+                loss = stacked_losses(params, tables[run_index, draws[k]], targets[k], config.n_layers)
+                optimizer.zero_grad(set_to_none=True)
+                loss.sum().backward()
+                optimizer.step()
+                losses[:, chunk.start + k] = loss.detach()
         end = chunk.start + len(draws)
         if bar is not None:
             bar.update(len(draws))

@@ -12,7 +12,7 @@ from joma_lib.kit import harness
 from joma_lib.kit.registry import FigureSpec, registry
 from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.model import TransformerLM, bits_dropout
-from joma_lib.lm.precision import auto_choice, cached_choice, candidates, measure_choice, usable
+from joma_lib.base.precision import auto_choice, cached_choice, candidates, measure_choice, usable
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.step import make_optimizer, train_run, train_step
 from joma_lib.lm.sweep import sweep_precision, train_on_cpu

@@ -66,8 +66,9 @@ def record_used(precision: str) -> None:
 def require(precision: str, device: torch.device, what: str) -> None:
     """Raise :class:`PrecisionUnavailableError` naming ``what`` when ``precision`` cannot run on ``device``."""
     if usable(precision, device) != precision:
-        raise PrecisionUnavailableError(f"{what} needs {precision}, which cannot run on this machine "
-                                        f"({bf16_support().summary()})")
+        why = (f"TF32 products need a CUDA GPU, not a {device.type} device" if precision == "tf32"
+               else "no bf16 on this GPU" if device.type == "cuda" else bf16_support().summary())
+        raise PrecisionUnavailableError(f"{what} needs {precision}, which cannot run on this machine ({why})")
 
 
 @dataclass(frozen=True)
