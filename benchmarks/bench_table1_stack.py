@@ -43,7 +43,7 @@ from torch.nn import functional as F
 from joma_lib.base.device import resolve_device
 from joma_lib.base.precision import PRECISIONS, PrecisionUnavailableError, require
 from joma_lib.base.precision import numerics as precision_numerics
-from joma_lib.kit.benchmarks import machine, save_results
+from joma_lib.kit.benchmarks import TABLE1_ENGINE, machine, save_results
 from joma_lib.theory.table1.model import RunResult, Table1Config, numerics, setup_run
 from joma_lib.theory.table1.runs import CONFIGS, RunKey, train_runs
 from joma_lib.theory.table1.stacked import LabelStream, stack_runs
@@ -182,7 +182,7 @@ def main() -> None:
         bmm_step, vmap_step, draw = stacked_steps(config, n_runs, device)
         first = precisions[0]
         methods = {f"unstacked, {first}": (unstacked_step(config, device), first, 1),
-                   **{f"stacked (bmm), {p}": (bmm_step, p, n_runs) for p in precisions},
+                   **{f"{TABLE1_ENGINE}, {p}": (bmm_step, p, n_runs) for p in precisions},
                    f"stacked (vmap), {first}": (vmap_step, first, n_runs)}
         seconds = timed({name: in_precision(step, p, device) for name, (step, p, _) in methods.items()}, steps, device)
         rows = {name: (seconds[name], runs) for name, (_, _, runs) in methods.items()}

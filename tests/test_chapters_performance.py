@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from joma_lib.kit.benchmarks import table1_steps
+
 from joma_lib.chapters.performance import gpu
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, plot_precision
 
@@ -72,9 +74,9 @@ def test_each_goal_is_met_or_not_by_the_stored_numbers():
     goals = gpu.paper_scale_goals(_lm_stack([2.0, 4.0, 10.0], [5.0, 9.0, 15.0], 600), _table1(300))
     assert all(g.met for g in goals)
     # the Table 1 goal reads the stack the command line trains (not vmap), in its fastest precision
-    assert gpu.table1_steps(_table1(300))[0]["precision"] == "bf16"
+    assert table1_steps(_table1(300))[0]["precision"] == "bf16"
     with pytest.raises(ValueError, match=r"rows 'stacked \(bmm\), <precision>'.*got \['stacked \(bmm\)'"):
-        gpu.table1_steps({"results": {"rows": {"stacked (bmm)": {}}}})
+        table1_steps({"results": {"rows": {"stacked (bmm)": {}}}})
 
 
 def test_a_step_bound_by_its_kernels_shows_in_the_stack_cost_and_the_layer_cost():

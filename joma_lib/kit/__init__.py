@@ -14,7 +14,7 @@ May import: :mod:`joma_lib.lm`, :mod:`joma_lib.theory`, :mod:`joma_lib.base`; ne
 the chapters' ``figures.py`` by name, :data:`.registry.CHAPTERS_PACKAGE`).
 """
 
-from joma_lib.kit.benchmarks import load_results
+from joma_lib.kit.benchmarks import load_results, table1_steps
 from joma_lib.kit.claims import book_ledger, check_claims, evaluate_figure, ledger, surprises
 from joma_lib.kit.fallback import with_static_view
 from joma_lib.kit.glue import glue
@@ -40,7 +40,7 @@ __all__ = [
     "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger", "check_claims",
     "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec", "glue", "headline", "html_table",
     "ledger", "load_reference", "load_results", "parity_coverage", "parity_table", "registry", "save_outputs", "show",
-    "story_markdown", "story_verdict", "surprises", "update_reference", "verify", "with_static_view",
+    "story_markdown", "story_verdict", "surprises", "table1_steps", "update_reference", "verify", "with_static_view",
 ]
 
 check_environment()  # a page's first import: a bad environment variable fails here, before any figure is made

@@ -2,7 +2,7 @@
 
 Every script in ``benchmarks/`` prints its table and stores its numbers with :func:`save_results` (atomically, with
 the date and the machine they were measured on); the book's Performance page reads them back with
-:func:`load_results`. This module is the only code that knows where the files live. The timing helpers the
+:func:`load_results` (a stored Table 1 benchmark's rows: :func:`table1_steps`). This module is the only code that knows where the files live. The timing helpers the
 scripts share (:data:`CLOCKS`, :func:`median_ms`) are here too, and the allocator choice of the scripts that time
 training steps (:func:`add_allocator_option`).
 """
@@ -103,3 +103,20 @@ def load_results(name: str, folder: Path | None = None) -> dict[str, Any]:
                                 f"(stored: {', '.join(stored) or 'none'})")
     result: dict[str, Any] = json.loads(path.read_text())
     return result
+
+
+TABLE1_ENGINE = "stacked (bmm)"
+"""The Table 1 stack the command line trains with (``benchmarks/bench_table1_stack.py`` also times the vmap
+alternative; it names each row ``"<method>, <precision>"``)."""
+
+
+def table1_steps(table1: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """In a stored ``table1_bench``: the Table 1 step as the command line trains it, the fastest row of
+    :data:`TABLE1_ENGINE` over the precisions timed (what its ``--precision auto`` keeps), and one run alone."""
+    rows = table1["results"]["rows"]
+    stacked = [row for name, row in rows.items() if name.startswith(f"{TABLE1_ENGINE}, ")]
+    alone = [row for name, row in rows.items() if name.startswith("unstacked, ")]
+    if not stacked or len(alone) != 1:
+        raise ValueError(f"a stored Table 1 benchmark has rows '{TABLE1_ENGINE}, <precision>' and one "
+                         f"'unstacked, <precision>', got {sorted(rows)}")
+    return min(stacked, key=lambda row: row["whole_table_s"]), alone[0]

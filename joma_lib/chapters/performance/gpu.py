@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from joma_lib.kit.benchmarks import table1_steps
 from joma_lib.kit.sweeps import PAPER_SO_FAR, load_runs
 from joma_lib.lm.presets import paper_sweep_configs
 from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost, plan
@@ -31,11 +32,6 @@ SWEEP_BAR_MINUTES = 10.0
 """The goal for the 30-run paper sweep of Figs. 6 and 8 on one GPU (training only), in minutes."""
 TABLE1_BAR_MINUTES = 5.0
 """The goal for Table 1 at its full configuration, all 40 runs, on one GPU, in minutes."""
-TABLE1_ENGINE = "stacked (bmm)"
-"""The Table 1 stack the command line trains with (``bench_table1_stack.py`` also times the vmap alternative; it
-names each row ``"<method>, <precision>"``)."""
-
-
 @dataclass(frozen=True)
 class Goal:
     """One goal of the paper-scale work and what the stored GPU benchmarks make of it."""
@@ -80,18 +76,6 @@ def launch_bound(lm_stack: Mapping[str, Any]) -> dict[str, Any]:
     return {"stack_over_one": (min(ratios), max(ratios)), "stacks": (min(sizes), max(sizes)), "layer_stack": common,
             "layer_ms_one": float(np.polyfit(layers, [r["median_ms"][r["best_one"]] for r in same], 1)[0]),
             "layer_ms_stack": float(np.polyfit(layers, [r["median_ms"][r["best_stack"]] for r in same], 1)[0])}
-
-
-def table1_steps(table1: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """The stored Table 1 step as the command line trains it, the fastest row of :data:`TABLE1_ENGINE` over the
-    precisions timed (what its ``--precision auto`` keeps), and one run trained alone."""
-    rows = table1["results"]["rows"]
-    stacked = [row for name, row in rows.items() if name.startswith(f"{TABLE1_ENGINE}, ")]
-    alone = [row for name, row in rows.items() if name.startswith("unstacked, ")]
-    if not stacked or len(alone) != 1:
-        raise ValueError(f"a stored Table 1 benchmark has rows '{TABLE1_ENGINE}, <precision>' and one "
-                         f"'unstacked, <precision>', got {sorted(rows)}")
-    return min(stacked, key=lambda row: row["whole_table_s"]), alone[0]
 
 
 def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) -> list[Goal]:
