@@ -5,8 +5,9 @@
 #                                 [--pack DIR] [--skip STEP,...] [--finished DIR]
 #
 # In order, the quick checks first:
-#   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), and the
-#      Table 1 stack (benchmarks/bench_table1_stack.py, where present);
+#   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), the bf16
+#      read-out with and without its aligned padding (benchmarks/bench_read_out.py), and the Table 1 stack in TF32
+#      and bf16 (benchmarks/bench_table1_stack.py);
 #   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone, a stopped one resumes there: the
 #      checks the paper-scale runs stand on), the profile of a 5-layer stack's step, kernel by kernel (benchmarks/
 #      profile_lm_stack.py: where its time goes), and the stacked step compiled by torch.compile against the step
@@ -124,6 +125,7 @@ table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --prec
 # tests-gpu and bench-compile build inductor's kernels, cold on a fresh machine: hence their longer caps
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
+  "bench-read-out|30|$PY benchmarks/bench_read_out.py --device cuda --out $out"
   "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --precisions tf32,bf16 --runs 10 \
 --out $out"
   "tests-gpu|180|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"

@@ -33,8 +33,8 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     assert [line.split()[0] for line in skipped] == ["verify", "tests"], done.stdout
     assert all(line.endswith("(skipped: --skip)") for line in skipped)
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
-    assert names == ["bench-lm", "bench-table1", "tests-gpu", "profile", "bench-compile", "verify", "tests", "paper-lm",
-                     "paper-table1"]
+    assert names == ["bench-lm", "bench-read-out", "bench-table1", "tests-gpu", "profile", "bench-compile", "verify",
+                     "tests", "paper-lm", "paper-table1"]
     # the paper sweep's stacks are sized to the loan (--finish-within), not fixed
     assert "--preset paper paper-lr --stack --max-vocab 33278" in done.stdout and "--stack-size" not in \
         next(line for line in done.stdout.splitlines() if line.split()[:1] == ["paper-lm"])
@@ -96,7 +96,7 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     python = tmp_path / "python"
     python.write_text(f'#!/bin/bash\nif [[ "$*" == *cuda.is_available* ]]; then exit 0; fi\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
-    checks = "bench-lm,bench-table1,tests-gpu,profile,bench-compile,verify,tests"  # the runs alone: what this test is about
+    checks = "bench-lm,bench-read-out,bench-table1,tests-gpu,profile,bench-compile,verify,tests"  # the runs alone: what this test is about
     done = _run("bash", "benchmarks/gpu_checks.sh", "--skip", checks, "--budget", "120", "--finished",
                 str(tmp_path / "finished"), "--state", str(tmp_path / "state"), "--out", str(tmp_path / "out"),
                 "--pack", str(tmp_path / "pack"),
@@ -158,6 +158,18 @@ def test_the_stacked_step_benchmark_runs_and_stores_its_rows(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = json.loads((tmp_path / "lm_stack.json").read_text())["results"]["rows"]
     assert rows[0]["stack"] == 2 and rows[0]["authors_over_stacked"] > 0 and "ours 1 thread fp32" in rows[0]["median_ms"]
+
+
+def test_the_read_out_benchmark_times_both_and_stores_them(tmp_path):
+    """bench_read_out.py (here on the CPU, small): both read-outs timed, stored with their ratio; a bad size refused."""
+    done = _run(sys.executable, "benchmarks/bench_read_out.py", "--device", "cpu", "--tokens", "40", "--vocab", "300",
+                "--repeats", "1", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "read_out.json").read_text())["results"]
+    assert set(found["median_ms"]) == {"unpadded", "padded"} and found["align"] == [64, 8]
+    assert found["unpadded_over_padded"] == pytest.approx(found["median_ms"]["unpadded"] / found["median_ms"]["padded"])
+    done = _run(sys.executable, "benchmarks/bench_read_out.py", "--vocab", "1", "--no-write")
+    assert done.returncode == 2 and "--vocab must be at least 2, got 1" in done.stderr
 
 
 def test_help_prints_the_whole_header():

@@ -53,6 +53,13 @@ def causal_mask(t: int, device: torch.device | None = None) -> torch.Tensor:
 
 _CHUNK_ROWS = 256  # rows of logits per block in low precision: [256, V] bf16 (15 MB) stays in the last-level cache
 
+READ_OUT_ALIGN: dict[str, tuple[int, int]] = {"cuda": (64, 8)}
+"""Per device type, the multiples to which the bf16 read-out (:class:`LinearCrossEntropy`) pads the vocabulary (rows
+of ``W`` of zeros, their bias ``-inf``: probability 0, gradient 0) and the columns of ``[h, 1]`` (zeros), so that
+each of its matrix products has aligned leading dimensions: tensor-core GEMMs read rows of whole 16-byte words,
+and the paper's sizes (``V`` = 28,782, ``d + 1`` = 201) are no multiples of 8 bf16 elements. None on a CPU, whose
+products do not need it (its numbers stay as they were)."""
+
 
 class LinearCrossEntropy(torch.autograd.Function):
     """Token-mean cross-entropy of the logits ``z = h W^T + b``, fused with the read-out layer.
@@ -74,7 +81,7 @@ class LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
-                dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                dtype: torch.dtype = torch.float32, align: tuple[int, int] | None = None) -> torch.Tensor:
         if dtype == torch.float32:
             z = torch.addmm(bias, h, weight.t())
             z -= z.amax(dim=1, keepdim=True)
@@ -87,10 +94,15 @@ class LinearCrossEntropy(torch.autograd.Function):
             ctx.save_for_backward(h, weight, z, z.sum(dim=0))
             return loss
         n, d = h.shape
-        # h with a column of ones: G^T [h, 1] gives dW and db in one product
-        h_low = torch.cat([h, h.new_ones(n, 1)], dim=1).to(dtype)
+        vocab = weight.shape[0]
+        rows_to, cols_to = align if align is not None else READ_OUT_ALIGN.get(h.device.type, (1, 1))
+        pad_rows, pad_cols = -vocab % rows_to, -(d + 1) % cols_to
+        # h with a column of ones (and zeros to an aligned width): G^T [h, 1, 0] gives dW and db in one product
+        h_low = torch.cat([h, h.new_ones(n, 1), h.new_zeros(n, pad_cols)], dim=1).to(dtype)
         w_low, b_low = weight.to(dtype), bias.to(dtype)  # [V, d], [V]
-        g = torch.empty(n, weight.shape[0], dtype=dtype, device=h.device)
+        if pad_rows:
+            w_low, b_low = F.pad(w_low, (0, 0, 0, pad_rows)), F.pad(b_low, (0, pad_rows), value=float("-inf"))
+        g = torch.empty(n, vocab + pad_rows, dtype=dtype, device=h.device)
         rows = _CHUNK_ROWS if h.device.type == "cpu" else n  # on a GPU blocks only add kernels: one block
         for start in range(0, n, rows):  # each block of logits becomes its softmax in place, in cache
             block = g[start:start + rows]
@@ -98,13 +110,13 @@ class LinearCrossEntropy(torch.autograd.Function):
         rows_all = torch.arange(n, device=h.device)
         picked = g[rows_all, target].float().clamp_min(torch.finfo(torch.float32).tiny)
         g[rows_all, target] -= 1.0  # G = p - e_y; the 1/N is applied to the small products in backward
-        ctx.out_dtypes = (h.dtype, weight.dtype, bias.dtype)
+        ctx.out_dtypes, ctx.vocab = (h.dtype, weight.dtype, bias.dtype), vocab
         ctx.save_for_backward(h_low, w_low, g)
         return -picked.log().mean()
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None]:
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None, None]:
         (grad,) = grad_outputs  # one output (the loss), so one incoming gradient
         if len(ctx.saved_tensors) == 4:  # fp32: G carries the 1/N
             h, weight, g, db = ctx.saved_tensors
@@ -113,13 +125,13 @@ class LinearCrossEntropy(torch.autograd.Function):
             # read the gradient back to the host (and break a captured step), so it always rescales there
             if grad.device.type != "cpu" or float(grad) != 1.0:
                 grads = tuple(x * grad for x in grads)
-            return (*grads, None, None)
+            return (*grads, None, None, None)
         h_aug, weight, g = ctx.saved_tensors
         scale = grad.float() / g.shape[0]
-        d = weight.shape[1]
-        dw_aug = g.t() @ h_aug  # [V, d + 1]: dW and db, unscaled
-        out = (g @ weight, dw_aug[:, :d], dw_aug[:, d])
-        return (*(x.to(dt).mul_(scale) for x, dt in zip(out, ctx.out_dtypes, strict=True)), None, None)
+        d, vocab = weight.shape[1], ctx.vocab
+        dw_aug = g.t() @ h_aug  # [V, d + 1] (and the padding): dW and db, unscaled
+        out = (g @ weight, dw_aug[:vocab, :d], dw_aug[:vocab, d])
+        return (*(x.to(dt).mul_(scale) for x, dt in zip(out, ctx.out_dtypes, strict=True)), None, None, None)
 
 
 def read_out_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
