@@ -9,7 +9,10 @@ Three ways to take one Adam step of ``--runs`` runs of a Table 1 configuration (
 
 With ``--precisions`` (default fp32), the bmm stack is timed in each precision named (fp32, tf32, bf16:
 :func:`joma_lib.base.precision.numerics`, as the command line's ``--precision`` trains), the other two in the first;
-every row's name ends in its precision. It prints the median step time (``--steps`` timed steps after two warm-up
+every row's name ends in its precision. ``--compile`` times the bmm stack with its loss compiled too
+(``"stacked (bmm), compiled, <precision>"``, compiling in the warm-up) and how far its losses lie from the stack's
+as written; ``--verdict FILE`` then prints ``--compile`` where the stored measurement says the runs should compile
+(:func:`joma_lib.kit.benchmarks.table1_compile_pays`; ``gpu_checks.sh`` passes it on). It prints the median step time (``--steps`` timed steps after two warm-up
 steps; CUDA-synchronised), the time per run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
 stacks, assuming the step time grows in proportion to the runs when ``--runs`` is fewer than all). The time the
 label streams take per stacked step (drawn in a background thread during training) is printed too.
@@ -43,11 +46,18 @@ from torch.nn import functional as F
 from joma_lib.base.device import resolve_device
 from joma_lib.base.precision import PRECISIONS, PrecisionUnavailableError, require
 from joma_lib.base.precision import numerics as precision_numerics
-from joma_lib.kit.benchmarks import TABLE1_ENGINE, machine, save_results
+from joma_lib.kit.benchmarks import TABLE1_ENGINE, machine, save_results, table1_compile_pays
 from joma_lib.theory.table1.model import RunResult, Table1Config, numerics, setup_run
 from joma_lib.theory.table1.runs import CONFIGS, RunKey, train_runs
-from joma_lib.theory.table1.stacked import LabelStream, stack_runs
-from joma_lib.theory.table1.stacked_run import probe_stack, probe_step, run_results, run_table1_stacked
+from joma_lib.theory.table1.stacked import LabelStream, stack_runs, stacked_losses
+from joma_lib.theory.table1.stacked_run import (
+    ProbeStack,
+    probe_stack,
+    probe_step,
+    run_results,
+    run_table1_stacked,
+    training_losses,
+)
 from joma_lib.base.validation import check_choice, check_int
 
 
@@ -87,9 +97,9 @@ def unstacked_step(config: Table1Config, device: torch.device) -> Callable[[], o
 
 
 def stacked_steps(config: Table1Config, n_runs: int, device: torch.device
-                  ) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
-    """The bmm step (:func:`~joma_lib.theory.table1.stacked_run.probe_step`: the training step on the first
-    batch, again and again), the vmap step on the same batch and one step's label drawing, for the first
+                  ) -> tuple[ProbeStack, Callable[[], object], Callable[[], object]]:
+    """The bmm stack (its step: :func:`~joma_lib.theory.table1.stacked_run.probe_step`, the training step on the
+    first batch, again and again), the vmap step on the same batch and one step's label drawing, for the first
     ``n_runs`` runs."""
     runs = stack_runs(config)[:n_runs]
     probe = probe_stack(config, n_runs, device)
@@ -110,7 +120,17 @@ def stacked_steps(config: Table1Config, n_runs: int, device: torch.device
         loss.sum().backward()
         func_adam.step()
 
-    return lambda: probe_step(probe), vmap_step, lambda: stream.draw(0, 1)
+    return probe, vmap_step, lambda: stream.draw(0, 1)
+
+
+def loss_apart(probe: ProbeStack, compiled: Callable[..., torch.Tensor], precision: str,
+               device: torch.device) -> float:
+    """How far the compiled stack's losses lie from the stack's as written, on the same weights and batch (largest
+    relative difference over the runs)."""
+    with precision_numerics(precision, device):
+        plain = stacked_losses(probe.params, probe.tokens, probe.labels, probe.n_layers).detach()
+        other = compiled(probe.params, probe.tokens, probe.labels, probe.n_layers).detach()
+    return float(((other - plain).abs() / plain.abs()).max())
 
 
 def in_precision(step: Callable[[], object], precision: str, device: torch.device) -> Callable[[], object]:
@@ -153,10 +173,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="store the timings as DIR/table1_bench.json (as joma_lib/kit/benchmark_results/ keeps them)")
     parser.add_argument("--spread", action="store_true", help="measure the spread of the numbers instead")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time the bmm stack with its loss compiled (torch.compile), in each precision, "
+                             "and how far its losses lie from the uncompiled ones")
+    parser.add_argument("--verdict", type=Path, default=None, metavar="FILE",
+                        help="measure nothing: print --compile if the table1_bench stored in FILE says Table 1's runs "
+                             "should compile (nothing otherwise, or where FILE is missing)")
     parser.add_argument("--precisions", default="fp32",
                         help=f"comma-separated precisions of the bmm stack, of {list(PRECISIONS)} (default fp32; the "
                              "first also for the unstacked and vmap steps)")
     args = parser.parse_args()
+    if args.verdict is not None:
+        if args.verdict.is_file() and table1_compile_pays(json.loads(args.verdict.read_text())):
+            print("--compile")
+        return
     try:
         config = CONFIGS[check_choice("config", args.config, sorted(CONFIGS))]
         total = len(stack_runs(config))
@@ -179,31 +209,40 @@ def main() -> None:
             Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "spread": found}))
         return
     with numerics(config, device):
-        bmm_step, vmap_step, draw = stacked_steps(config, n_runs, device)
+        probe, vmap_step, draw = stacked_steps(config, n_runs, device)
+        compiled = training_losses(True) if args.compile else None
         first = precisions[0]
         methods = {f"unstacked, {first}": (unstacked_step(config, device), first, 1),
-                   **{f"{TABLE1_ENGINE}, {p}": (bmm_step, p, n_runs) for p in precisions},
+                   **{f"{TABLE1_ENGINE}, {p}": (lambda: probe_step(probe), p, n_runs) for p in precisions},
+                   **({f"{TABLE1_ENGINE}, compiled, {p}": (lambda: probe_step(probe, compiled), p, n_runs)
+                       for p in precisions} if compiled is not None else {}),
                    f"stacked (vmap), {first}": (vmap_step, first, n_runs)}
         seconds = timed({name: in_precision(step, p, device) for name, (step, p, _) in methods.items()}, steps, device)
         rows = {name: (seconds[name], runs) for name, (_, _, runs) in methods.items()}
+        apart = {} if compiled is None else {p: loss_apart(probe, compiled, p, device) for p in precisions}
         drawing = timed({"draw": draw}, steps, torch.device("cpu"))["draw"]
         n_threads = torch.get_num_threads()
     print(f"Table 1 --config {args.config} on {device} ({machine().get('gpu', machine()['cpu'])}), "
           f"{n_threads} threads, {n_runs} of {total} runs stacked, median of {steps} steps")
-    print(f"{'method':<22} {'step ms':>10} {'per run-step ms':>16} {'speed-up':>9} {'whole table':>12}")
+    print(f"{'method':<32} {'step ms':>10} {'per run-step ms':>16} {'speed-up':>9} {'whole table':>12}")
     per_run = {name: seconds / runs for name, (seconds, runs) in rows.items()}
     alone = per_run[f"unstacked, {first}"]
     results = {}
     for name, (seconds, runs) in rows.items():
         table_s = per_run[name] * config.steps * total
         results[name] = {"step_ms": 1e3 * seconds, "runs": runs, "per_run_step_ms": 1e3 * per_run[name],
-                         "whole_table_s": table_s, "precision": methods[name][1]}
-        print(f"{name:<22} {1e3 * seconds:>10.2f} {1e3 * per_run[name]:>16.3f} "
+                         "whole_table_s": table_s, "precision": methods[name][1], "compiled": ", compiled," in name}
+        print(f"{name:<32} {1e3 * seconds:>10.2f} {1e3 * per_run[name]:>16.3f} "
               f"{alone / per_run[name]:>8.2f}x {table_s / 60:>10.1f} m")
     print(f"label drawing, {n_runs} runs, one step: {1e3 * drawing:.2f} ms (in a background thread while training)")
+    stored = {"config": args.config, "device": str(device), "precisions": precisions,
+              "label_drawing_ms": 1e3 * drawing, "rows": results, "compiled_loss_apart": apart}
+    if apart:
+        print("compiled against as written, largest relative loss difference: "
+              + ", ".join(f"{p} {gap:.1e}" for p, gap in apart.items())
+              + f"; the runs should compile: {'yes' if table1_compile_pays({'results': stored}) else 'no'}")
     if args.out is not None:
-        save_results("table1_bench", {"config": args.config, "device": str(device), "precisions": precisions,
-                                      "label_drawing_ms": 1e3 * drawing, "rows": results}, folder=args.out)
+        save_results("table1_bench", stored, folder=args.out)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@
 #      its full configuration
 #      (40 runs in 4 stacks of 10, each finished stack kept; in fp32 its ~1.1e17 FLOP alone take ~28 minutes of an
 #      H100, so --precision auto: the fastest of fp32, TF32 and bf16 measured on the stack there, or the precision
-#      of the stacks finished in earlier loans).
+#      of the stacks finished in earlier loans; compiled where this loan's bench-table1 says it pays).
 # Each step's output goes to the results folder (--out, default gpu_runs/out), with a one-page summary.md. After
 # every step, the summary and the whole results folder as results.tar.gz are copied to --pack (default $OUT, where
 # the device tool sets it): that tool brings back at most 8 files, two folders deep, and a loan's results are
@@ -122,12 +122,12 @@ lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 3327
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --precision $table1_precision --device cuda --no-progress \
 --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
-# tests-gpu and bench-compile build inductor's kernels, cold on a fresh machine: hence their longer caps
+# tests-gpu, bench-compile and bench-table1 build inductor's kernels, cold on a fresh machine: hence their longer caps
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
   "bench-read-out|30|$PY benchmarks/bench_read_out.py --device cuda --out $out"
-  "bench-table1|90|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --precisions tf32,bf16 --runs 10 \
---out $out"
+  "bench-table1|150|$PY benchmarks/bench_table1_stack.py --config full --device cuda --steps 10 --precisions tf32,bf16 --runs 10 \
+--compile --out $out"
   "tests-gpu|180|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 0 -m gpu $gpu_test_files"
   "profile|60|$PY benchmarks/profile_lm_stack.py --device cuda --out $out"
   "bench-compile|180|$PY benchmarks/bench_lm_compile.py --device cuda --out $out"
@@ -138,7 +138,8 @@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $o
   "paper-lm|100000|flag=\$($PY benchmarks/bench_lm_compile.py --verdict $out/lm_compile.json); \
 echo \"compiled: \${flag:-no (bench-compile did not run in this loan, or says it does not pay)}\"; $lm_runs \$flag \
 --finish-within @FINISH_WITHIN@ --stop-after"
-  "paper-table1|100000|$table1_runs"
+  "paper-table1|100000|flag=\$($PY benchmarks/bench_table1_stack.py --verdict $out/table1_bench.json); \
+echo \"compiled: \${flag:-no (bench-table1 did not run in this loan, or says it does not pay)}\"; $table1_runs \$flag"
 )
 
 skipped() { [[ ",$skip," == *",$1,"* ]]; }  # whether --skip names step $1

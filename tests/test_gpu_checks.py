@@ -35,6 +35,8 @@ def test_the_dry_run_checks_the_inputs_and_prints_the_plan_in_order(tmp_path):
     names = [line.split()[0] for line in done.stdout.splitlines() if "up to" in line]
     assert names == ["bench-lm", "bench-read-out", "bench-table1", "tests-gpu", "profile", "bench-compile", "verify",
                      "tests", "paper-lm", "paper-table1"]
+    # Table 1 measures its precision where no stack of it finished in an earlier loan
+    assert "table1 --config full --stack --stack-size 10 --precision auto" in done.stdout
     # the paper sweep's stacks are sized to the loan (--finish-within), not fixed
     assert "--preset paper paper-lr --stack --max-vocab 33278" in done.stdout and "--stack-size" not in \
         next(line for line in done.stdout.splitlines() if line.split()[:1] == ["paper-lm"])
@@ -54,31 +56,22 @@ def _finished_run(folder: Path, cfg, data) -> str:
 
 def test_the_dry_run_counts_the_runs_finished_in_earlier_loans_and_pins_their_precision(tmp_path, tiny_run,
                                                                                        tiny_run_data):
-    precision = _finished_run(tmp_path / "finished" / "paper", tiny_run, tiny_run_data)
-    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--finished", str(tmp_path / "finished"),
-                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"1 paper runs (precision {precision})" in done.stdout
-    assert f"--precision {precision} --device cuda" in done.stdout
-
-
-def test_table1_trains_in_the_precision_of_its_stacks_finished_in_earlier_loans(tmp_path):
-    """Table 1's stacks must share one precision (a folder of another is refused): with none finished the loan's
-    run measures (``auto``), with one finished in an earlier loan it trains in that stack's precision."""
+    """The paper runs train in the precision of those finished in earlier loans; so does Table 1 (its stacks must
+    share one precision: a folder of another is refused), in that of its first stack finished there."""
     from dataclasses import replace
 
     from joma_lib.theory.table1.runs import CONFIGS
     from joma_lib.theory.table1.stacked_run import run_table1_stacked
 
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable}
-    args = ("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--finished", str(tmp_path / "finished"))
-    done = _run(*args, env=env)
-    assert done.returncode == 0 and "table1 --config full --stack --stack-size 10 --precision auto" in done.stdout
-    config = replace(CONFIGS["check"], precision="fp32")  # fp32 runs on every CPU
-    assert run_table1_stacked(config, "cpu", tmp_path / "finished" / "table1", stop_after=config.steps,
+    precision = _finished_run(tmp_path / "finished" / "paper", tiny_run, tiny_run_data)
+    table1 = replace(CONFIGS["check"], precision="fp32")  # any but the plan's default (auto); fp32 runs on every CPU
+    assert run_table1_stacked(table1, "cpu", tmp_path / "finished" / "table1", stop_after=table1.steps,
                               stack_size=4) is None  # the first stack finished, the second not started
-    done = _run(*args, env=env)
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--finished", str(tmp_path / "finished"),
+                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"1 paper runs (precision {precision})" in done.stdout
+    assert f"--precision {precision} --device cuda" in done.stdout
     assert "1 Table 1 result files (precision fp32)" in done.stdout
     assert "--stack-size 10 --precision fp32 --device cuda" in done.stdout
 
@@ -264,3 +257,54 @@ def test_the_runs_are_compiled_only_where_the_loans_measurement_says_it_pays(tmp
     monkeypatch.setattr(sys, "argv", ["bench_lm_compile.py", "--verdict", str(stored_file)])
     importlib.import_module("bench_lm_compile").main()
     assert capsys.readouterr().out.strip() == verdict
+
+
+def _table1_bench(plain_ms: dict[str, float], compiled_ms: dict[str, float], apart: dict[str, float]) -> dict:
+    """A stored table1_bench: the stack as written and compiled, per precision (ms per run and step)."""
+    rows = {"unstacked, tf32": {"precision": "tf32", "compiled": False, "per_run_step_ms": 9.0, "whole_table_s": 9.0}}
+    for compiled, times in ((False, plain_ms), (True, compiled_ms)):
+        for precision, ms in times.items():
+            name = f"stacked (bmm), {'compiled, ' if compiled else ''}{precision}"
+            rows[name] = {"precision": precision, "compiled": compiled, "per_run_step_ms": ms, "whole_table_s": ms}
+    return {"benchmark": "table1_bench", "results": {"rows": rows, "compiled_loss_apart": apart}}
+
+
+@pytest.mark.parametrize("stored, verdict", [
+    (_table1_bench({"tf32": 3.0, "bf16": 2.0}, {"tf32": 1.0, "bf16": 1.5}, {"tf32": 1e-6, "bf16": 1e-3}), "--compile"),
+    (_table1_bench({"tf32": 3.0, "bf16": 2.0}, {"tf32": 1.0, "bf16": 1.9}, {"tf32": 1e-6, "bf16": 1e-3}), ""),
+    # (the fastest stack as written, bf16, gains too little compiled: tf32's gain does not count)
+    (_table1_bench({"tf32": 3.0, "bf16": 2.0}, {"tf32": 1.0, "bf16": 1.5}, {"tf32": 1e-6, "bf16": 0.2}), ""),
+    # (another computation, not rounding)
+    (_table1_bench({"tf32": 3.0, "bf16": 2.0}, {}, {}), ""),  # not compiled in this loan
+    (None, ""),  # bench-table1 did not run
+])
+def test_table1_is_compiled_only_where_the_loans_measurement_says_it_pays(tmp_path, monkeypatch, capsys, stored,
+                                                                           verdict):
+    """What the plan's paper-table1 step runs first: bench_table1_stack.py --verdict on this loan's measurement;
+    the Performance page projects the table with the step the runs would take."""
+    from joma_lib.kit.benchmarks import table1_steps
+
+    stored_file = tmp_path / "table1_bench.json"
+    if stored is not None:
+        stored_file.write_text(json.dumps(stored))
+        assert table1_steps(stored)[0]["compiled"] is bool(verdict)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setattr(sys, "argv", ["bench_table1_stack.py", "--verdict", str(stored_file)])
+    importlib.import_module("bench_table1_stack").main()
+    assert capsys.readouterr().out.strip() == verdict
+
+
+def test_the_table1_benchmark_times_the_compiled_stack_and_stores_what_the_verdict_reads(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """bench_table1_stack.py --compile on the CPU (aot_eager: inductor's C++ build is too slow here): the compiled
+    rows beside the others, in each precision, and the losses' gap, which on the same weights is rounding."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    torch_compile = importlib.import_module("torch").compile
+    monkeypatch.setattr("torch.compile", lambda fn, **options: torch_compile(fn, backend="aot_eager", **options))
+    monkeypatch.setattr(sys, "argv", ["bench_table1_stack.py", "--config", "check", "--device", "cpu", "--runs", "2",
+                                      "--steps", "1", "--compile", "--out", str(tmp_path)])
+    importlib.import_module("bench_table1_stack").main()
+    stored = json.loads((tmp_path / "table1_bench.json").read_text())["results"]
+    assert {name for name, row in stored["rows"].items() if row["compiled"]} == {"stacked (bmm), compiled, fp32"}
+    assert stored["compiled_loss_apart"]["fp32"] <= 1e-6
+    assert "the runs should compile: " in capsys.readouterr().out

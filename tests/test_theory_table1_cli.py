@@ -47,6 +47,7 @@ def test_stacked_command_line_stops_resumes_and_saves(capsys: pytest.CaptureFixt
                               (["--stack", "--stop-after", "2"], "--stop-after needs --out"),
                               (["--stack", "--every", "2"], "--every needs --out"),
                               (["--stack-size", "2"], "--stack-size needs --stack"),
+                              (["--compile"], "--compile needs --stack"),
                               (["--stack", "--out", str(tmp_path / "table.npz")], "--out must be a folder")]:
         with pytest.raises(SystemExit):
             main(argv_bad)

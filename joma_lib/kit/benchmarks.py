@@ -107,16 +107,39 @@ def load_results(name: str, folder: Path | None = None) -> dict[str, Any]:
 
 TABLE1_ENGINE = "stacked (bmm)"
 """The Table 1 stack the command line trains with (``benchmarks/bench_table1_stack.py`` also times the vmap
-alternative; it names each row ``"<method>, <precision>"``)."""
+alternative; it names each row ``"<method>, <precision>"``, a compiled stack ``"<method>, compiled, <precision>"``)."""
+
+#: Table 1's stack trains compiled (``--compile``) when the compiled step is at least this much faster in the precision
+#: the stack as written is fastest in, its losses at most this far (relative) from the uncompiled ones on the same
+#: weights: rounding, not another computation. The language model's bars; set before any compiled Table 1 step ran.
+TABLE1_COMPILE_SPEEDUP, TABLE1_COMPILE_AGREES = 1.1, 1e-2
+
+
+def _table1_stacks(table1: Mapping[str, Any], compiled: bool) -> dict[str, Mapping[str, Any]]:
+    """The stored stacked rows of :data:`TABLE1_ENGINE`, compiled or not, by precision."""
+    return {row["precision"]: row for name, row in table1["results"]["rows"].items()
+            if name.startswith(f"{TABLE1_ENGINE}, ") and bool(row.get("compiled")) == compiled}
+
+
+def table1_compile_pays(table1: Mapping[str, Any]) -> bool:
+    """Whether a stored ``table1_bench`` says Table 1's runs should compile (:data:`TABLE1_COMPILE_SPEEDUP`,
+    :data:`TABLE1_COMPILE_AGREES`, in the precision of the fastest stack as written)."""
+    plain, compiled = _table1_stacks(table1, False), _table1_stacks(table1, True)
+    if not plain:
+        return False
+    best = min(plain, key=lambda p: plain[p]["per_run_step_ms"])
+    apart = table1["results"].get("compiled_loss_apart", {}).get(best, float("inf"))
+    return (best in compiled and apart <= TABLE1_COMPILE_AGREES
+            and plain[best]["per_run_step_ms"] >= TABLE1_COMPILE_SPEEDUP * compiled[best]["per_run_step_ms"])
 
 
 def table1_steps(table1: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """In a stored ``table1_bench``: the Table 1 step as the command line trains it, the fastest row of
-    :data:`TABLE1_ENGINE` over the precisions timed (what its ``--precision auto`` keeps), and one run alone."""
-    rows = table1["results"]["rows"]
-    stacked = [row for name, row in rows.items() if name.startswith(f"{TABLE1_ENGINE}, ")]
-    alone = [row for name, row in rows.items() if name.startswith("unstacked, ")]
-    if not stacked or len(alone) != 1:
+    :data:`TABLE1_ENGINE` over the precisions timed (what its ``--precision auto`` keeps), compiled where that pays
+    (:func:`table1_compile_pays`), and one run alone."""
+    stacks = _table1_stacks(table1, table1_compile_pays(table1))
+    alone = [row for name, row in table1["results"]["rows"].items() if name.startswith("unstacked, ")]
+    if not stacks or len(alone) != 1:
         raise ValueError(f"a stored Table 1 benchmark has rows '{TABLE1_ENGINE}, <precision>' and one "
-                         f"'unstacked, <precision>', got {sorted(rows)}")
-    return min(stacked, key=lambda row: row["whole_table_s"]), alone[0]
+                         f"'unstacked, <precision>', got {sorted(table1['results']['rows'])}")
+    return min(stacks.values(), key=lambda row: row["whole_table_s"]), alone[0]

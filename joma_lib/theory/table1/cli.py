@@ -7,14 +7,15 @@
     python -m joma_lib table1 --explore [NAME ...]        # the configuration search (resumable)
     python -m joma_lib table1 --config full --seeds 1 --init-only FILE   # untrained scores at any width
     python -m joma_lib table1 --config full --stack --device cuda --out DIR [--every 1000] [--stack-size K]
-                              [--stop-after N] [--precision fp32|tf32|bf16|auto] [--save FILE]
+                              [--stop-after N] [--precision fp32|tf32|bf16|auto] [--compile] [--save FILE]
 
 ``--stack`` trains the runs stacked (:mod:`joma_lib.theory.table1.stacked_run`), ``--stack-size`` runs to a stack (default
 all of them in one); with ``--out DIR`` each stack checkpoints every ``--every`` steps into DIR, a second call
 resumes there (a finished stack is kept as a small file, so another machine goes on with the next), and a finished
 DIR is read back. ``--stop-after N`` stops once the call has trained N steps (checkpointed), to be resumed.
 ``--precision`` is the training's (:func:`~joma_lib.theory.table1.stacked_run.resolve_precision`): ``auto`` times a
-step of the stack in each precision this machine runs and keeps the fastest.
+step of the stack in each precision this machine runs and keeps the fastest; ``--compile`` sends the training loss
+through ``torch.compile`` (``benchmarks/bench_table1_stack.py --compile`` measures whether that pays).
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def _main(argv: Sequence[str] | None) -> int:
                         help=f"the training's precision, one of {list(PRECISION_CHOICES)} (default fp32; tf32: a GPU's "
                              "float32 products in TF32; bf16: autocast, fp32 weights; auto: the fastest step here; "
                              "recorded with the result; the scores are computed in fp32)")
+    parser.add_argument("--compile", action="store_true",
+                        help="with --stack: the training loss through torch.compile (fused kernels; only the rounding "
+                             "changes)")
     parser.add_argument("--stack-size", default=None, metavar="K",
                         help="with --stack: runs per stack, trained one stack after the other (default all)")
     args = parser.parse_args(argv)
@@ -98,7 +102,7 @@ def _main(argv: Sequence[str] | None) -> int:
         stack_size = None if args.stack_size is None else check_int("--stack-size", _int_or_text(args.stack_size),
                                                                     1, n_runs)
         for flag, value in (("--out", args.out), ("--every", args.every), ("--stop-after", stop_after),
-                            ("--stack-size", stack_size)):
+                            ("--stack-size", stack_size), ("--compile", args.compile or None)):
             if value is not None and not args.stack:
                 raise ValueError(f"{flag} needs --stack")
         for flag, value in (("--stop-after", stop_after), ("--every", args.every)):
@@ -119,7 +123,8 @@ def _main(argv: Sequence[str] | None) -> int:
     config = resolve_precision(config, args.precision, device, (stack_size or n_runs) if args.stack else 1)
     print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
     if args.stack:
-        outcome = run_table1_stacked(config, device.type, out, every, stop_after, not args.no_progress, stack_size)
+        outcome = run_table1_stacked(config, device.type, out, every, stop_after, not args.no_progress, stack_size,
+                                     args.compile)
         if outcome is None:
             print(f"stopped after {stop_after} steps; the checkpoint is in {out}: run again to resume")
             return 0

@@ -13,6 +13,7 @@ kB. A finished folder holds the result (:data:`RESULT`, with its configuration m
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -95,10 +96,18 @@ def probe_stack(config: Table1Config, n_runs: int, dev: torch.device) -> ProbeSt
     return ProbeStack(params, optimizer, tokens, torch.from_numpy(chunk.targets[0]).to(dev), config.n_layers)
 
 
-def probe_step(probe: ProbeStack) -> None:
-    """One training step of ``probe`` (forward, backward, Adam), in the numerics the caller has set; on a GPU
-    it returns when the step is done (synchronised), so that it can be timed."""
-    loss = stacked_losses(probe.params, probe.tokens, probe.labels, probe.n_layers)
+def training_losses(compiled: bool) -> Callable[..., torch.Tensor]:
+    """:func:`~joma_lib.theory.table1.stacked.stacked_losses`, or the same through ``torch.compile`` (one graph of
+    fixed shapes; its backward compiled with it), which fuses the chains of elementwise operations (residual, layer
+    norm and its per-run scale and shift, mask and softmax) that a step at the paper's width spends much of its
+    time on; only the rounding changes."""
+    return torch.compile(stacked_losses, dynamic=False) if compiled else stacked_losses
+
+
+def probe_step(probe: ProbeStack, losses_of: Callable[..., torch.Tensor] = stacked_losses) -> None:
+    """One training step of ``probe`` (forward, backward, Adam; the losses from ``losses_of``), in the numerics
+    the caller has set; on a GPU it returns when the step is done (synchronised), so that it can be timed."""
+    loss = losses_of(probe.params, probe.tokens, probe.labels, probe.n_layers)
     probe.optimizer.zero_grad(set_to_none=True)
     loss.sum().backward()
     probe.optimizer.step()
@@ -135,14 +144,15 @@ class StackedOutcome(NamedTuple):
 
 def run_table1_stacked(config: Table1Config, device: str | None = None, out: Path | None = None,
                        every: int = 1000, stop_after: int | None = None, progress: bool = False,
-                       stack_size: int | None = None) -> StackedOutcome | None:
+                       stack_size: int | None = None, compiled: bool = False) -> StackedOutcome | None:
     """Train every run of ``config``'s table stacked, ``stack_size`` runs to a stack (default all in one), and
     score each run as :func:`~joma_lib.theory.table1.runs.run_table1` does.
 
     With ``out`` (a folder): each stack checkpoints every ``every`` steps and resumes from its checkpoint; a
     finished stack leaves its runs' scores and losses (a small file), so a call on another machine goes on with
     the next stack; a finished folder is read back. ``stop_after``: stop (after checkpointing) once this call
-    has trained that many steps (of one stack or of several in turn); returns None then.
+    has trained that many steps (of one stack or of several in turn); returns None then. ``compiled``: the
+    training loss through ``torch.compile`` (:func:`training_losses`), which changes only the rounding.
     """
     every = check_int("every", every, 1, 10**7)
     runs = stack_runs(config)
@@ -166,7 +176,7 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
             if budget == 0:
                 return None
             trained, used = _train_stack(config, stack, dev, None if out is None else checkpoint_path(out, number),
-                                         every, budget, progress)
+                                         every, budget, progress, compiled)
             if trained is None:
                 return None
             budget = None if budget is None else budget - used
@@ -183,7 +193,7 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
 
 
 def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, checkpoint: Path | None, every: int,
-                 budget: int | None, progress: bool) -> tuple[dict[RunKey, RunResult] | None, int]:
+                 budget: int | None, progress: bool, compiled: bool) -> tuple[dict[RunKey, RunResult] | None, int]:
     """Train one stack (resuming from ``checkpoint`` where it exists) for at most ``budget`` steps, and score its
     runs once it has done all; returns them (None if it has not) and the number of steps trained."""
     params = stack_parameters([setup_run(config, *run.setting, run.seed, dev)[2] for run in runs])
@@ -197,11 +207,12 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
     tables = token_tables(config, runs, dev)
     run_index = torch.arange(len(runs), device=dev)[:, None]
     bar = _progress(progress, start, config.steps)
+    losses_of = training_losses(compiled)
     for chunk in stream.chunks(chunk_bounds(start, stop, CHUNK_STEPS, every)):
         draws, targets = torch.from_numpy(chunk.draws).to(dev), torch.from_numpy(chunk.targets).to(dev)
         with training_precision(config, dev):
             for k in range(len(draws)):
-                loss = stacked_losses(params, tables[run_index, draws[k]], targets[k], config.n_layers)
+                loss = losses_of(params, tables[run_index, draws[k]], targets[k], config.n_layers)
                 optimizer.zero_grad(set_to_none=True)
                 loss.sum().backward()
                 optimizer.step()
