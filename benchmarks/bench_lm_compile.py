@@ -7,7 +7,8 @@ runs, as ``gpu_checks.sh`` stacks them), the two steps take turns in one process
 GPU, median of ``--repeats``. It prints how long compiling took (the warm-up), both steps and their ratio, and how
 far the two stacks' running losses lie apart after the timed steps (the same runs from the same start: compiling
 only changes the rounding). The runners compile on request (``lm run --stack --compile``); this measures whether
-they should, and ``--verdict FILE`` prints ``--compile`` when the stored measurement in FILE says so
+they should, and ``--verdict FILE [FILE ...]`` prints ``--compile`` when the stored measurement in the first FILE
+that exists says so
 (:func:`compile_pays`: ``gpu_checks.sh`` trains the paper-scale runs compiled then)::
 
     python benchmarks/bench_lm_compile.py --device cuda          # benchmarks/gpu_checks.sh runs it
@@ -45,9 +46,10 @@ def compile_pays(results: Mapping[str, Any]) -> bool:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--verdict", type=Path, metavar="FILE",
-                   help="measure nothing: print --compile if the measurement stored in FILE says the runners should "
-                        "compile (nothing otherwise, or where FILE is missing)")
+    p.add_argument("--verdict", type=Path, nargs="+", metavar="FILE",
+                   help="measure nothing: print --compile if the measurement stored in the first FILE that exists "
+                        "(this loan's, else one committed from an earlier loan) says the runners should compile "
+                        "(nothing otherwise, or where none exists)")
     p.add_argument("--layers", type=int, default=5)
     p.add_argument("--stack", type=int, default=7)
     p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
@@ -60,8 +62,9 @@ def main() -> None:
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
     if args.verdict is not None:
-        if args.verdict.is_file():
-            print("--compile" if compile_pays(json.loads(args.verdict.read_text())["results"]) else "")
+        stored = next((path for path in args.verdict if path.is_file()), None)
+        if stored is not None and compile_pays(json.loads(stored.read_text())["results"]):
+            print("--compile")
         return
     results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements
     device = torch.device(args.device)

@@ -11,7 +11,7 @@ With ``--precisions`` (default fp32), the bmm stack is timed in each precision n
 :func:`joma_lib.base.precision.numerics`, as the command line's ``--precision`` trains), the other two in the first;
 every row's name ends in its precision. ``--compile`` times the bmm stack with its loss compiled too
 (``"stacked (bmm), compiled, <precision>"``, compiling in the warm-up) and how far its losses lie from the stack's
-as written; ``--verdict FILE`` then prints ``--compile`` where the stored measurement says the runs should compile
+as written; ``--verdict FILE [FILE ...]`` then prints ``--compile`` where the stored measurement says the runs should compile
 (:func:`joma_lib.kit.benchmarks.table1_compile_pays`; ``gpu_checks.sh`` passes it on). It prints the median step time (``--steps`` timed steps after two warm-up
 steps; CUDA-synchronised), the time per run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
 stacks, assuming the step time grows in proportion to the runs when ``--runs`` is fewer than all). The time the
@@ -176,15 +176,17 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true",
                         help="also time the bmm stack with its loss compiled (torch.compile), in each precision, "
                              "and how far its losses lie from the uncompiled ones")
-    parser.add_argument("--verdict", type=Path, default=None, metavar="FILE",
-                        help="measure nothing: print --compile if the table1_bench stored in FILE says Table 1's runs "
-                             "should compile (nothing otherwise, or where FILE is missing)")
+    parser.add_argument("--verdict", type=Path, nargs="+", default=None, metavar="FILE",
+                        help="measure nothing: print --compile if the table1_bench stored in the first FILE that "
+                             "exists (this loan's, else one committed from an earlier loan) says Table 1's runs should "
+                             "compile (nothing otherwise, or where none exists)")
     parser.add_argument("--precisions", default="fp32",
                         help=f"comma-separated precisions of the bmm stack, of {list(PRECISIONS)} (default fp32; the "
                              "first also for the unstacked and vmap steps)")
     args = parser.parse_args()
     if args.verdict is not None:
-        if args.verdict.is_file() and table1_compile_pays(json.loads(args.verdict.read_text())):
+        stored = next((path for path in args.verdict if path.is_file()), None)
+        if stored is not None and table1_compile_pays(json.loads(stored.read_text())):
             print("--compile")
         return
     try:

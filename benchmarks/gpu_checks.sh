@@ -37,8 +37,9 @@
 # --precision auto is pinned to the precision they were trained in. So whole stacks finished in one loan stay
 # finished, and the paper-scale runs accumulate over loans. --skip leaves out the named steps: pass
 # `--skip verify,tests` once verify's and the test suite's results are committed, and the loan goes to the runs
-# after the benchmarks (each loan measures the code it trains with) and the gpu-marked tests; add bench-compile once
-# the compiled step has been measured.
+# after the benchmarks (each loan measures the code it trains with) and the gpu-marked tests; add bench-compile and
+# bench-table1 once their measurements are committed (joma_lib/kit/benchmark_results/): whether the runs compile is
+# then read from there, where this loan did not measure it.
 # Without network: `make wheelhouse` (on a machine with a package index) puts the wheels this needs beyond the GPU
 # machine's own packages into .whl/; this script installs them from there (pip --no-index --target).
 # --loan: the device seconds this loan has left as this call starts (the device tool's budget_left_s, less the
@@ -122,6 +123,8 @@ lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 3327
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --precision $table1_precision --device cuda --no-progress \
 --out $state/runs/table1 \
 --every 1000 --save $out/table1-paper.npz"
+# the benchmarks committed from earlier loans: where this loan skips one, its compile verdict comes from there
+stored=joma_lib/kit/benchmark_results
 # tests-gpu, bench-compile and bench-table1 build inductor's kernels, cold on a fresh machine: hence their longer caps
 steps=(
   "bench-lm|90|$PY benchmarks/bench_lm_stack.py --device cuda --repeats 15 --out $out"
@@ -135,11 +138,11 @@ steps=(
 --keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \
 env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
-  "paper-lm|100000|flag=\$($PY benchmarks/bench_lm_compile.py --verdict $out/lm_compile.json); \
-echo \"compiled: \${flag:-no (bench-compile did not run in this loan, or says it does not pay)}\"; $lm_runs \$flag \
+  "paper-lm|100000|flag=\$($PY benchmarks/bench_lm_compile.py --verdict $out/lm_compile.json $stored/lm_compile.json); \
+echo \"compiled: \${flag:-no (bench-compile did not run in this loan or an earlier one, or says it does not pay)}\"; $lm_runs \$flag \
 --finish-within @FINISH_WITHIN@ --stop-after"
-  "paper-table1|100000|flag=\$($PY benchmarks/bench_table1_stack.py --verdict $out/table1_bench.json); \
-echo \"compiled: \${flag:-no (bench-table1 did not run in this loan, or says it does not pay)}\"; $table1_runs \$flag"
+  "paper-table1|100000|flag=\$($PY benchmarks/bench_table1_stack.py --verdict $out/table1_bench.json $stored/table1_bench.json); \
+echo \"compiled: \${flag:-no (bench-table1 did not run in this loan or an earlier one, or says it does not pay)}\"; $table1_runs \$flag"
 )
 
 skipped() { [[ ",$skip," == *",$1,"* ]]; }  # whether --skip names step $1
