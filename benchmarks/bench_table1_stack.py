@@ -8,18 +8,20 @@ Three ways to take one Adam step of ``--runs`` runs of a Table 1 configuration (
   ``vmap(randomness="different")``) over :class:`~joma_lib.theory.table1.model.HierarchyTransformer`.
 
 With ``--precisions`` (default fp32), the bmm stack is timed in each precision named (fp32, tf32, bf16:
-:func:`joma_lib.base.precision.numerics`, as the command line's ``--precision`` trains), the other two in the first;
-every row's name ends in its precision. ``--compile`` times the bmm stack with its loss compiled too
+:func:`joma_lib.base.precision.numerics`, as the command line's ``--precision`` trains), the other two in the
+first; every row's name ends in its precision. ``--compile`` times the bmm stack with its loss compiled too
 (``"stacked (bmm), compiled, <precision>"``, compiling in the warm-up) and how far its losses lie from the stack's
-as written; ``--verdict FILE [FILE ...]`` then prints ``--compile`` where the stored measurement says the runs should compile
-(:func:`joma_lib.kit.benchmarks.table1_compile_pays`; ``gpu_checks.sh`` passes it on). It prints the median step time (``--steps`` timed steps after two warm-up
-steps; CUDA-synchronised), the time per run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
+as written; ``--verdict FILE [FILE ...]`` then prints ``--compile`` where the stored measurement says the runs
+should compile (:func:`joma_lib.kit.benchmarks.table1_compile_pays`; ``gpu_checks.sh`` passes it on).
+
+It prints the median step time (``--steps`` timed steps after two warm-up steps; CUDA-synchronised), the time per
+run-step, and the whole table's estimated time (per run-step x steps x every run of the configuration; for the
 stacks, assuming the step time grows in proportion to the runs when ``--runs`` is fewer than all). The time the
 label streams take per stacked step (drawn in a background thread during training) is printed too.
 
     python benchmarks/bench_table1_stack.py --config quick --device cpu --runs 8 --threads 1
     python benchmarks/bench_table1_stack.py --config full --device cuda           # the paper's scale, all 40 runs
-    python benchmarks/bench_table1_stack.py --config full --device cuda --runs 10 --precisions tf32,bf16
+    python benchmarks/bench_table1_stack.py --config full --device cuda --runs 10 --precisions tf32,bf16 --compile
 
 ``--spread`` measures instead how far the numbers move with the summation order alone, at a configuration small
 enough to train whole (``check``): every run trained alone, on the CPU with 1 and with 2 threads (or on the GPU),

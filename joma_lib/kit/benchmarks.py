@@ -2,9 +2,9 @@
 
 Every script in ``benchmarks/`` prints its table and stores its numbers with :func:`save_results` (atomically, with
 the date and the machine they were measured on); the book's Performance page reads them back with
-:func:`load_results` (a stored Table 1 benchmark's rows: :func:`table1_steps`). This module is the only code that knows where the files live. The timing helpers the
-scripts share (:data:`CLOCKS`, :func:`median_ms`) are here too, and the allocator choice of the scripts that time
-training steps (:func:`add_allocator_option`).
+:func:`load_results` (a stored Table 1 benchmark's rows: :func:`table1_steps`). This module is the only code that
+knows where the files live. The timing helpers the scripts share (:data:`CLOCKS`, :func:`median_ms`) are here too,
+and the allocator choice of the scripts that time training steps (:func:`add_allocator_option`).
 """
 
 from __future__ import annotations

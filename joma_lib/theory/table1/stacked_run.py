@@ -99,8 +99,8 @@ def probe_stack(config: Table1Config, n_runs: int, dev: torch.device) -> ProbeSt
 def training_losses(compiled: bool) -> Callable[..., torch.Tensor]:
     """:func:`~joma_lib.theory.table1.stacked.stacked_losses`, or the same through ``torch.compile`` (one graph of
     fixed shapes; its backward compiled with it), which fuses the chains of elementwise operations (residual, layer
-    norm and its per-run scale and shift, mask and softmax) that a step at the paper's width spends much of its
-    time on; only the rounding changes."""
+    norm and its per-run scale and shift, mask and softmax): about half of a stacked step at the paper's width by an
+    estimate of its memory traffic (not yet profiled); only the rounding changes."""
     return torch.compile(stacked_losses, dynamic=False) if compiled else stacked_losses
 
 
