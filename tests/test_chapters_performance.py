@@ -139,3 +139,17 @@ def test_a_loan_finishes_the_stacks_that_fit_and_sizing_them_saves_loans():
         gpu.loans_needed(costs, 150 / PLAN_SHARE)
     # the sweep's runs still missing, from the committed runs so far: the 5- and 10-layer models
     assert gpu.paper_runs_waiting() == {5: 21, 10: 3}
+
+
+def test_table1_takes_the_loans_its_stacks_fit_into():
+    """40 runs in stacks of 10 (the size timed): 4 stacks; at 20 ms a step x 10,000 steps, 200 s of training, given
+    1/PLAN_SHARE: three to a loan of 800 s, so two loans; a loan shorter than one stack is refused."""
+    stored = _table1(300)
+    stored["results"]["rows"]["stacked (bmm), bf16"] |= {"step_ms": 20.0, "runs": 10}
+    stacks, loans, stack_s = gpu.table1_loans(stored, 800)
+    assert (stacks, loans) == (4, 2) and stack_s == pytest.approx(200 / gpu.PLAN_SHARE)
+    assert gpu.table1_loans(stored, 3 * 200 / gpu.PLAN_SHARE - 1)[1] == 2  # two a loan: still two loans
+    assert gpu.table1_loans(stored, 2 * 200 / gpu.PLAN_SHARE - 1)[1] == 4  # one a loan
+    with pytest.raises(ValueError, match="does not finish in a loan of 100 s"):
+        gpu.table1_loans(stored, 100)
+

@@ -16,6 +16,7 @@ from joma_lib.chapters.performance.gpu import (
     ratio_range,
     stack_costs,
     step_rows,
+    table1_loans,
 )
 from joma_lib.base.cpu import bf16_support, cpu_identity, onednn_isa_limit
 from joma_lib.lm.presets import preset_auto_choice
@@ -24,5 +25,5 @@ from joma_lib.lm.stack_plan import PLAN_SHARE
 __all__ = [
     "PLAN_SHARE", "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "launch_bound", "loans_needed", "onednn_isa_limit",
     "op_count_rows", "ops_per_layer", "paper_runs_waiting", "paper_scale_goals", "preset_auto_choice", "ratio_range", "stack_costs",
-    "step_rows",
+    "step_rows", "table1_loans",
 ]

@@ -5,6 +5,7 @@ read from the stored GPU benchmarks (``lm_stack``: ``benchmarks/bench_lm_stack.p
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -172,3 +173,17 @@ def loans_needed(costs: Mapping[int, StackCost], seconds: float, fixed: int | No
         if not trained:
             raise ValueError(f"no stack of the waiting runs finishes in a loan of {seconds:g} s")
     return loans
+
+
+def table1_loans(table1: Mapping[str, Any], seconds: float) -> tuple[int, int, float]:
+    """What Table 1 at its full configuration takes in GPU loans of ``seconds`` each for runs: its stacks (of the
+    size the stored benchmark timed, the size ``gpu_checks.sh`` trains), each stack's seconds (training at the
+    stored step as the command line trains it, given 1/``PLAN_SHARE`` as the language model's stacks are), and the
+    loans, a stack that does not end before its loan does being lost with the machine."""
+    row = table1_steps(table1)[0]
+    stacks = math.ceil(TABLE1_RUNS / row["runs"])
+    stack_seconds = row["step_ms"] / 1e3 * CONFIGS["full"].steps / PLAN_SHARE
+    per_loan = int(seconds // stack_seconds)
+    if per_loan == 0:
+        raise ValueError(f"a Table 1 stack ({stack_seconds:.0f} s) does not finish in a loan of {seconds:g} s")
+    return stacks, math.ceil(stacks / per_loan), stack_seconds
