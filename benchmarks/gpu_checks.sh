@@ -7,7 +7,7 @@
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), the bf16
 #      read-out with and without its aligned padding (benchmarks/bench_read_out.py), and the Table 1 stack in TF32
-#      and bf16 (benchmarks/bench_table1_stack.py);
+#      and bf16, compiled or not (benchmarks/bench_table1_stack.py);
 #   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone, a stopped one resumes there: the
 #      checks the paper-scale runs stand on), the profile of a 5-layer stack's step, kernel by kernel (benchmarks/
 #      profile_lm_stack.py: where its time goes), and the stacked step compiled by torch.compile against the step
@@ -18,12 +18,13 @@
 #   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs; the runs a stack left
 #      unfinished in an earlier call of this loan first, then stacks of the waiting runs of one depth each, sized to
 #      what the loan has left (--loan): its runner times their steps here and starts only stacks that will finish,
-#      each as large as fits (joma_lib/lm/stack_plan.py); compiled where this loan's bench-compile says it pays;
+#      each as large as fits (joma_lib/lm/stack_plan.py); compiled where this loan's bench-compile (or, skipped, an
+#      earlier loan's committed one) says it pays;
 #      WikiText-2 where the hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at
 #      its full configuration
 #      (40 runs in 4 stacks of 10, each finished stack kept; in fp32 its ~1.1e17 FLOP alone take ~28 minutes of an
 #      H100, so --precision auto: the fastest of fp32, TF32 and bf16 measured on the stack there, or the precision
-#      of the stacks finished in earlier loans; compiled where this loan's bench-table1 says it pays).
+#      of the stacks finished in earlier loans; compiled where bench-table1 says it pays, as for the sweep).
 # Each step's output goes to the results folder (--out, default gpu_runs/out), with a one-page summary.md. After
 # every step, the summary and the whole results folder as results.tar.gz are copied to --pack (default $OUT, where
 # the device tool sets it): that tool brings back at most 8 files, two folders deep, and a loan's results are
