@@ -25,9 +25,13 @@ label streams take per stacked step (drawn in a background thread during trainin
 
 ``--spread`` measures instead how far the numbers move with the summation order alone, at a configuration small
 enough to train whole (``check``): every run trained alone, on the CPU with 1 and with 2 threads (or on the GPU),
-against the stack. The tolerances of ``tests/test_theory_table1_stacked.py`` come from it.
+against the stack; with a second precision in ``--precisions``, also the stack trained in each; and the seeds'
+spread, the scale the others compare with. The tolerances of ``tests/test_theory_table1_stacked.py`` come from it;
+with ``--out`` it is stored as ``table1_spread.json`` (book/table1.md quotes the bf16 row, measured on ``quick``).
 
     python benchmarks/bench_table1_stack.py --spread --config check --device cpu|cuda
+    python benchmarks/bench_table1_stack.py --spread --config quick --device cpu --precisions fp32,bf16 \
+        --out joma_lib/kit/benchmark_results
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from joma_lib.base.precision import PRECISIONS, PrecisionUnavailableError, requi
 from joma_lib.base.precision import numerics as precision_numerics
 from joma_lib.kit.benchmarks import TABLE1_ENGINE, machine, save_results, table1_compile_pays
 from joma_lib.theory.table1.model import RunResult, Table1Config, numerics, setup_run
-from joma_lib.theory.table1.runs import CONFIGS, RunKey, train_runs
+from joma_lib.theory.table1.runs import CONFIGS, RunKey, seed_std, train_runs
 from joma_lib.theory.table1.stacked import LabelStream, stack_runs, stacked_losses
 from joma_lib.theory.table1.stacked_run import (
     ProbeStack,
@@ -143,24 +147,45 @@ def in_precision(step: Callable[[], object], precision: str, device: torch.devic
     return run
 
 
+def _diagonal_by_seed(runs: Mapping[RunKey, RunResult]) -> np.ndarray:
+    """The paper's diagonal scores (layer k against level k; trained and change) of ``runs``, seeds on the last axis:
+    ``[setting, shuffled, score kind, k, seed]``."""
+    settings = sorted({i for i, _, _ in runs})
+    seeds = sorted({j for _, j, _ in runs})
+    n_diag = min(next(iter(runs.values())).scores.shape)
+    return np.array([[[[[getattr(runs[i, j, shuffled], name)[k, k] for j in seeds] for k in range(n_diag)]
+                        for name in ("scores", "scores_change")] for shuffled in (False, True)] for i in settings])
+
+
 def spread(a: Mapping[RunKey, RunResult], b: Mapping[RunKey, RunResult]) -> dict[str, float]:
-    """How far two trainings of the same runs differ: the largest loss difference over steps and runs, and the
-    median, largest and share above 1e-4 of the differences of the scores (trained and change)."""
+    """How far two trainings of the same runs differ: the largest loss difference over steps and runs, the median,
+    largest and share above 1e-4 of the differences of the scores (trained and change), and the largest difference
+    of a setting's mean diagonal score over the seeds (what the table shows)."""
     loss = max(float(np.abs(a[key].losses - b[key].losses).max()) for key in a)
     scores = np.concatenate([np.abs(getattr(a[key], name) - getattr(b[key], name)).ravel()
                              for key in a for name in ("scores", "scores_change")])
+    means = np.abs(_diagonal_by_seed(a).mean(-1) - _diagonal_by_seed(b).mean(-1))
     return {"loss_max": loss, "score_median": float(np.median(scores)), "score_max": float(scores.max()),
-            "score_jumps": float((scores > 1e-4).mean())}
+            "score_jumps": float((scores > 1e-4).mean()), "setting_mean_max": float(means.max())}
 
 
-def measure_spread(config: Table1Config, device: torch.device) -> dict[str, dict[str, float]]:
-    """:func:`spread` between runs trained alone with 1 and 2 CPU threads (CPU only) and between alone and stacked."""
+def measure_spread(config: Table1Config, device: torch.device, other: str | None = None
+                   ) -> dict[str, dict[str, float]]:
+    """:func:`spread` between runs trained alone with 1 and 2 CPU threads (CPU only), between alone and stacked,
+    and, with ``other``, between the stack in ``config.precision`` and in ``other``; and ``"seeds"``: the largest
+    standard deviation over the seeds (ddof=1) of a setting's diagonal score, the scale these compare with."""
     alone = train_runs(config, device.type)
     stacked = run_table1_stacked(config, device.type)
     assert stacked is not None
-    found = {"alone vs stacked": spread(alone, run_results(config, stacked))}
+    found = {"alone vs stacked": spread(alone, run_results(config, stacked)),
+             "seeds": {"score_sd_max": float(seed_std(_diagonal_by_seed(alone), axis=-1).max())}}
     if device.type == "cpu":
         found["1 vs 2 threads"] = spread(alone, train_runs(replace(config, cpu_threads=2), "cpu"))
+    if other is not None:
+        changed = run_table1_stacked(replace(config, precision=other), device.type)
+        assert changed is not None
+        found[f"stacked, {config.precision} vs {other}"] = spread(run_results(config, stacked),
+                                                                   run_results(config, changed))
     return found
 
 
@@ -174,7 +199,9 @@ def main() -> None:
     parser.add_argument("--json", default=None, metavar="FILE", help="with --spread: also write the spread to FILE")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="store the timings as DIR/table1_bench.json (as joma_lib/kit/benchmark_results/ keeps them)")
-    parser.add_argument("--spread", action="store_true", help="measure the spread of the numbers instead")
+    parser.add_argument("--spread", action="store_true",
+                        help="measure the spread of the numbers instead (with a second --precisions: also between "
+                             "the two; with --out: stored as table1_spread.json)")
     parser.add_argument("--compile", action="store_true",
                         help="also time the bmm stack with its loss compiled (torch.compile), in each precision, "
                              "and how far its losses lie from the uncompiled ones")
@@ -206,11 +233,14 @@ def main() -> None:
     except (ValueError, PrecisionUnavailableError) as err:
         parser.error(str(err))
     if args.spread:
-        found = measure_spread(config, device)
+        found = measure_spread(config, device, precisions[1] if len(precisions) > 1 else None)
         for name, numbers in found.items():
             print(f"{args.config} on {device}, {name}: " + ", ".join(f"{k} {v:.2e}" for k, v in numbers.items()))
         if args.json is not None:
             Path(args.json).write_text(json.dumps({"config": args.config, "device": str(device), "spread": found}))
+        if args.out is not None:
+            save_results("table1_spread", {"config": args.config, "device": str(device), "spread": found},
+                         folder=args.out)
         return
     with numerics(config, device):
         probe, vmap_step, draw = stacked_steps(config, n_runs, device)

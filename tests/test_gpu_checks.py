@@ -13,6 +13,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -337,4 +338,27 @@ def test_a_compile_verdict_reads_this_loans_measurement_else_an_earlier_loans(tm
         monkeypatch.setattr(sys, "argv", [f"{bench}.py", "--verdict", str(this), str(earlier)])
         module.main()
         assert capsys.readouterr().out.strip() == verdict
+
+
+def test_the_table1_spread_compares_the_settings_means_and_the_seeds(monkeypatch):
+    """bench_table1_stack.spread on hand-made runs (2 settings x 2 seeds x real/shuffled, 2 layers x 3 levels):
+    shifting one run's layer-1 score by 0.2 moves its setting's mean by 0.1 (two seeds); the seeds' SD is that of
+    the diagonal scores over the seeds (ddof=1)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_table1_stack")
+    from joma_lib.theory.table1.model import RunResult
+
+    def runs(shift: float) -> dict:
+        found = {}
+        for i, j, shuffled in itertools.product(range(2), range(2), (False, True)):
+            scores = np.full((2, 3), 0.5 + 0.1 * j)
+            if (i, j, shuffled) == (1, 0, False):
+                scores[1, 1] += shift
+            found[i, j, shuffled] = RunResult(scores, scores, np.zeros(4), np.full((2, 3), 0.3))
+        return found
+
+    moved = bench.spread(runs(0.0), runs(0.2))
+    assert moved["setting_mean_max"] == pytest.approx(0.1) and moved["score_max"] == pytest.approx(0.2)
+    assert moved["loss_max"] == 0.0
+    assert float(bench.seed_std(bench._diagonal_by_seed(runs(0.0)), axis=-1).max()) == pytest.approx(0.1 / 2**0.5)
 

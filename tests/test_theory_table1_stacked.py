@@ -91,9 +91,11 @@ def test_a_stack_trained_in_bf16_stays_within_bf16_rounding_of_fp32() -> None:
     configuration every step's loss within 3.8e-3 (rounding in the 8-bit mantissa, 4000x the stacking spread) and
     every score within 0.035 (a latent's best neuron changes, as between thread counts); on ``quick`` (width 32,
     300 steps, 24 runs, 1 and 2 threads) every score within 0.076, median 0.0054, and every setting's mean
-    score within 0.015 (the seeds' standard deviation reaches 0.076 there; fp32 on 2 threads instead of 1 moves
-    them by up to 0.038 and 0.007; bf16 on 1 or 2 threads gave the same bits). Hence every loss within :data:`BF16_LOSS_ATOL` (5x) and every score within
-    :data:`SCORE_ATOL`; and the losses differ by more than the stacking spread, so bf16 did run."""
+    score within 0.015 (the seeds' standard deviation reaches 0.075 there; fp32 on 2 threads instead of 1 moves
+    them by up to 0.038 and 0.008; bf16 on 1 or 2 threads gave the same bits; stored by ``bench_table1_stack.py
+    --spread --config quick --precisions fp32,bf16`` as table1_spread.json, which book/table1.md quotes). Hence
+    every loss within :data:`BF16_LOSS_ATOL` (5x) and every score within :data:`SCORE_ATOL`; and the losses
+    differ by more than the stacking spread, so bf16 did run."""
     fp32 = run_table1_stacked(SMALL, "cpu")
     bf16 = run_table1_stacked(replace(SMALL, precision="bf16"), "cpu")
     assert fp32 is not None and bf16 is not None

@@ -87,7 +87,8 @@ class ProbeStack(NamedTuple):
 def probe_stack(config: Table1Config, n_runs: int, dev: torch.device) -> ProbeStack:
     """The first ``n_runs`` runs of ``config``'s table stacked as at their first step (same initial networks,
     first batch), with their optimiser."""
-    runs = stack_runs(config)[:check_int("n_runs", n_runs, 1, len(stack_runs(config)))]
+    every_run = stack_runs(config)
+    runs = every_run[:check_int("n_runs", n_runs, 1, len(every_run))]
     params = stack_parameters([setup_run(config, *run.setting, run.seed, dev)[2] for run in runs])
     optimizer = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay, foreach=True)
     chunk = LabelStream(runs, config.n_class, config.batch_size).draw(0, 1)
