@@ -76,3 +76,27 @@ def test_precision_is_chosen_recorded_and_refused_by_name(capsys: pytest.Capture
     other = next(p for p in among if p != chosen)
     assert main(base + ["--precision", other] + out) == 2
     assert "holds a finished run of other settings" in capsys.readouterr().err
+
+
+def test_on_a_cpu_whose_bf16_dies_table1_trains_in_fp32_and_says_so(tmp_path) -> None:
+    """A fresh process whose bf16 probe children die by SIGILL (``JOMA_PROBE_INJECT``), empty cache: ``--precision
+    bf16`` trains in fp32 with a notice, ``auto`` measures nothing and takes fp32; the manifest records fp32."""
+    import os
+    import subprocess
+    import sys
+
+    from joma_lib.base import cpu
+
+    env = {k: v for k, v in os.environ.items() if k not in (cpu.ISA_ENV, cpu.INJECT_ENV, "JOMA_PRECISION")}
+    env |= {"JOMA_CACHE": str(tmp_path / "cache"), cpu.INJECT_ENV: "sigill"}
+    base = ["--config", "check", "--steps", "2", "--seeds", "1", "--device", "cpu", "--no-progress", "--stack"]
+    for precision in ("bf16", "auto"):
+        out = tmp_path / precision
+        proc = subprocess.run([sys.executable, "-m", "joma_lib", "table1", *base, "--precision", precision,
+                               "--out", str(out), "--save", str(out / "table.npz")],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert json.loads((out / "table.json").read_text())["config"]["precision"] == "fp32"
+        assert "killed by SIGILL" in proc.stderr or precision == "auto"  # the probe ran once, in the first call
+        assert ("cannot run here; this run trains in fp32" in proc.stderr) == (precision == "bf16")
+    assert not list((tmp_path / "cache").glob("precision-auto-*.json"))  # one candidate: nothing measured
