@@ -22,9 +22,12 @@
 #      earlier loan's committed one) says it pays;
 #      WikiText-2 where the hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at
 #      its full configuration
-#      (40 runs in 4 stacks of 10, each finished stack kept; in fp32 its ~1.1e17 FLOP alone take ~28 minutes of an
-#      H100, so --precision auto: the fastest of fp32, TF32 and bf16 measured on the stack there, or the precision
-#      of the stacks finished in earlier loans; compiled where bench-table1 says it pays, as for the sweep).
+#      (40 runs; a stack begun in an earlier call of this loan first, then stacks of at most 10 sized, as the
+#      sweep's, to finish before the loan ends (joma_lib/theory/table1/stack_plan.py), so that Table 1 also fills
+#      what the sweep's stacks leave of a loan; each finished stack kept; in fp32 its ~1.1e17 FLOP alone take ~28
+#      minutes of an H100, so --precision auto: the fastest of fp32, TF32 and bf16 measured on the stack there, or
+#      the precision of the stacks finished in earlier loans; compiled where bench-table1 says it pays, as for the
+#      sweep).
 # Each step's output goes to the results folder (--out, default gpu_runs/out), with a one-page summary.md. After
 # every step, the summary and the whole results folder as results.tar.gz are copied to --pack (default $OUT, where
 # the device tool sets it): that tool brings back at most 8 files, two folders deep, and a loan's results are
@@ -44,8 +47,8 @@
 # Without network: `make wheelhouse` (on a machine with a package index) puts the wheels this needs beyond the GPU
 # machine's own packages into .whl/; this script installs them from there (pip --no-index --target).
 # --loan: the device seconds this loan has left as this call starts (the device tool's budget_left_s, less the
-# machine's start); a stack of the paper sweep is started only if it finishes 60 s before then (a later call's
-# start, resuming, the summary). Default: the --budget (this call is the loan's last).
+# machine's start); a stack of the paper sweep or of Table 1 is started only if it finishes 60 s before then (a
+# later call's start, resuming, the summary). Default: the --budget (this call is the loan's last).
 # --dry-run checks the inputs and prints the plan on any machine, GPU or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -111,7 +114,8 @@ fi
 at_limit() {  # the command of step $1 under a cap of $2 seconds
   local command=$3
   case "$1" in
-    paper-lm) command="${command//@FINISH_WITHIN@/$(finish_within)} $(( $2 - 10 ))" ;;  # Table 1: 1000 steps a checkpoint
+    paper-lm) command="${command//@FINISH_WITHIN@/$(finish_within)} $(( $2 - 10 ))" ;;
+    paper-table1) command="${command//@FINISH_WITHIN@/$(finish_within)}" ;;  # cut at its cap: 1000 steps a checkpoint
     verify) command="${command//@VERIFY_SECONDS@/$(( $2 - 40 > $2 / 2 ? $2 - 40 : $2 / 2 ))}" ;;
   esac
   echo "$command"
@@ -122,8 +126,7 @@ gpu_test_files=$(grep -l '^@pytest.mark.gpu' tests/test_*.py | tr '\n' ' ')
 lm_runs="$PY -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --precision $precision --device cuda \
 --no-progress --out $state/runs/paper --results $out/rerun-paper.npz"
 table1_runs="$PY -m joma_lib table1 --config full --stack --stack-size 10 --precision $table1_precision --device cuda --no-progress \
---out $state/runs/table1 \
---every 1000 --save $out/table1-paper.npz"
+--out $state/runs/table1 --every 1000 --save $out/table1-paper.npz --finish-within @FINISH_WITHIN@"
 # the benchmarks committed from earlier loans: where this loan skips one, its compile verdict comes from there
 stored=joma_lib/kit/benchmark_results
 # tests-gpu, bench-compile and bench-table1 build inductor's kernels, cold on a fresh machine: hence their longer caps
@@ -174,8 +177,8 @@ if [ "$dry_run" = 1 ]; then
     shown=$command; [ "$name" = verify ] && shown=$(at_limit "$name" "$seconds" "$command")
     printf '  %-13s up to %6ss  %s%s\n' "$name" "$seconds" "$shown" "$done_mark"
   done
-  echo "  the paper steps get what is left of the budget (--stop-after); a paper-sweep stack starts only if it" \
-       "finishes within the loan's time left less 60 s (--finish-within); then: summary.md"
+  echo "  the paper steps get what is left of the budget (--stop-after); a stack of the sweep or of Table 1 starts" \
+       "only if it finishes within the loan's time left less 60 s (--finish-within); then: summary.md"
   exit "$problems"
 fi
 

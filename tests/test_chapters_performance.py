@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from joma_lib.kit.benchmarks import table1_steps
+from joma_lib.lm.stack_plan import StackCost
 
 from joma_lib.chapters.performance import gpu
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, plot_precision
@@ -128,7 +129,7 @@ def test_the_stack_costs_come_from_the_stored_step_and_extend_to_every_waiting_r
 
 def test_a_loan_finishes_the_stacks_that_fit_and_sizing_them_saves_loans():
     """Runs of one shape whose stack of R takes 100 + 100 R s (R <= 6), occupying 1/PLAN_SHARE of that in a loan."""
-    from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost
+    from joma_lib.base.stack_time import PLAN_SHARE
 
     costs = {5: StackCost(6, 5, 1, 0, (200.0, 700.0), (0.0, 0.0))}
     loan = 500 / PLAN_SHARE  # a stack of 4 (500 s) fills a loan
@@ -141,15 +142,21 @@ def test_a_loan_finishes_the_stacks_that_fit_and_sizing_them_saves_loans():
     assert gpu.paper_runs_waiting() == {5: 21, 10: 3}
 
 
-def test_table1_takes_the_loans_its_stacks_fit_into():
-    """40 runs in stacks of 10 (the size timed): 4 stacks; at 20 ms a step x 10,000 steps, 200 s of training, given
-    1/PLAN_SHARE: three to a loan of 800 s, so two loans; a loan shorter than one stack is refused."""
+def test_table1_takes_the_loans_its_stacks_fit_into_and_fills_what_the_sweep_leaves():
+    """Table 1's 40 runs at 10,000 steps: one run alone 9 ms a step, a stack of 10 20 ms (90 s and 200 s of
+    training). Sized to the time left, a loan of 800 s for runs trains three stacks of 10 (3 x 200 / PLAN_SHARE =
+    706 s) and nothing more fits in the 94 s left, so two loans. Beside a sweep whose stack of one run (500 s) takes
+    588 s of each loan, Table 1 fills the 212 s left with a stack of 8: five loans where the sweep alone takes four."""
     stored = _table1(300)
     stored["results"]["rows"]["stacked (bmm), bf16"] |= {"step_ms": 20.0, "runs": 10}
-    stacks, loans, stack_s = gpu.table1_loans(stored, 800)
-    assert (stacks, loans) == (4, 2) and stack_s == pytest.approx(200 / gpu.PLAN_SHARE)
-    assert gpu.table1_loans(stored, 3 * 200 / gpu.PLAN_SHARE - 1)[1] == 2  # two a loan: still two loans
-    assert gpu.table1_loans(stored, 2 * 200 / gpu.PLAN_SHARE - 1)[1] == 4  # one a loan
-    with pytest.raises(ValueError, match="does not finish in a loan of 100 s"):
-        gpu.table1_loans(stored, 100)
+    stored["results"]["rows"]["unstacked, tf32"] |= {"step_ms": 9.0, "runs": 1}
+    cost = gpu.table1_cost(stored)
+    assert cost.seconds(1) == pytest.approx(90) and cost.seconds(10) == pytest.approx(200)
+    assert gpu.loans_needed({}, 800, table1=cost) == 2
+    assert gpu.loans_needed({}, 3 * 200 / gpu.PLAN_SHARE - 1, table1=cost) == 2  # two stacks of 10, one of 9, ...
+    sweep = {5: StackCost(4, 5, 1, 0, (500.0, 2000.0), (0.0, 0.0))}  # one run a loan: two take 1000 s
+    assert gpu.loans_needed(sweep, 800) == 4
+    assert gpu.loans_needed(sweep, 800, table1=cost) == 5  # 4 x 8 runs beside the sweep, the last 8 in a fifth
+    with pytest.raises(ValueError, match="no stack of the waiting runs finishes in a loan of 90 s"):
+        gpu.loans_needed({}, 90, table1=cost)
 

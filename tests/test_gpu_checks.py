@@ -117,6 +117,9 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     # the paper runs got the loan's seconds left less 60 (no --loan: this call's budget) and the call's
     (finish, stop) = re.search(r"--finish-within (\d+) --stop-after (\d+)", done.stdout).groups()
     assert 1 <= int(finish) <= 120 - 60 and int(stop) <= 120 - 20 - 10
+    # so did Table 1's stacks, begun after the sweep's step
+    (table1_finish,) = re.findall(r"table1-paper.npz --finish-within (\d+)", done.stdout)
+    assert 1 <= int(table1_finish) <= int(finish)
 
 
 @pytest.mark.parametrize("args, message", [(["--budget", "10"], "--budget must be"), (["--budget", "x"], "--budget"),
@@ -205,6 +208,27 @@ def test_the_paper_sweep_the_plan_runs_is_30_runs_sized_to_the_loan(tmp_path):
         refused = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--budget", "800", "--loan", bad)
         assert refused.returncode == 2 and "--loan must be a whole number of seconds in [--budget (800), 36000]" \
             in refused.stderr, refused.stderr
+
+
+def test_table1_in_the_plan_is_the_full_configuration_in_stacks_sized_to_the_loan(tmp_path, capsys):
+    """The command of the plan's paper-table1 step, run by Table 1's real command line on the CPU with the full
+    configuration swapped for a small one: it takes the plan's flags together, times the stack and, given a
+    millisecond, starts nothing and exits 75 (a later call goes on)."""
+    from joma_lib.theory.table1.cli import main
+
+    done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--state", str(tmp_path / "state"),
+                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable})
+    (line,) = [line for line in done.stdout.splitlines() if line.split()[:1] == ["paper-table1"]]
+    words = shlex.split(line.split("s  ", 1)[1].split("; ")[-1])
+    assert words[1:4] == ["-m", "joma_lib", "table1"] and words[-3:] == ["--finish-within", "@FINISH_WITHIN@", "$flag"]
+    argv = [w.replace("@FINISH_WITHIN@", "0.001") for w in words[4:] if w != "$flag"]
+    assert argv[argv.index("--config") + 1] == "full" and argv[argv.index("--stack-size") + 1] == "10"
+    argv[argv.index("--config") + 1] = "check"
+    argv[argv.index("--device") + 1] = "cpu"
+    argv[argv.index("--precision") + 1] = "fp32"
+    argv[argv.index("--out") + 1] = str(tmp_path / "table1")
+    assert main([*argv, "--steps", "2", "--seeds", "1", "2", "3", "4", "5"]) == 75
+    assert "Table 1 run(s) not started" in capsys.readouterr().err
 
 
 def test_a_verify_cut_at_its_limit_still_reports_the_figures_it_kept(tmp_path):

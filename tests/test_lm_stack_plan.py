@@ -12,7 +12,8 @@ import torch
 import joma_lib.lm.sweep as sweep_module
 from joma_lib.lm.cli import main
 from joma_lib.lm.stack import train_stack
-from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost, measure_cost, plan, waiting
+from joma_lib.base.stack_time import PLAN_SHARE
+from joma_lib.lm.stack_plan import StackCost, measure_cost, plan, waiting
 from joma_lib.lm.sweep import DeadlineReached, run_sweep
 
 torch.set_num_threads(1)

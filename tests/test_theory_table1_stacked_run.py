@@ -1,6 +1,6 @@
 """Table 1 stacked with checkpoints (:mod:`joma_lib.theory.table1.stacked_run`): interrupted and resumed, it ends with
 the numbers of an uninterrupted run, bit for bit; a finished folder is read back; another configuration's folder is
-refused."""
+refused; the stacks of one folder may change size from call to call (a begun stack is finished first)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ TINY = Table1Config(d_model=8, d_hidden=16, steps=9, batch_size=8, lr=3e-3, n_te
 def test_a_resumed_run_ends_with_the_numbers_of_an_uninterrupted_one(tmp_path) -> None:
     whole = run_table1_stacked(TINY, "cpu")
     assert run_table1_stacked(TINY, "cpu", out=tmp_path, every=2, stop_after=5) is None
-    assert checkpoint_path(tmp_path, 0).exists() and not (tmp_path / RESULT).exists()
-    (tmp_path / ".stack-0.pt.killed.pt").write_bytes(b"half a checkpoint")  # a call killed while saving
+    assert checkpoint_path(tmp_path, 0, 4).exists() and not (tmp_path / RESULT).exists()
+    (tmp_path / ".stack-0-4.pt.killed.pt").write_bytes(b"half a checkpoint")  # a call killed while saving
     resumed = run_table1_stacked(TINY, "cpu", out=tmp_path, every=2)
     assert whole is not None and resumed is not None
     np.testing.assert_array_equal(resumed.losses, whole.losses)
@@ -45,14 +45,45 @@ def test_a_checkpoint_of_other_settings_is_refused(tmp_path) -> None:
 def test_stacks_of_fewer_runs_finish_one_by_one_and_give_the_same_table(tmp_path) -> None:
     whole = run_table1_stacked(TINY, "cpu")
     assert run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=3, stop_after=4) is None
-    assert not stack_result_path(tmp_path, 0).exists() and checkpoint_path(tmp_path, 0).exists()
+    assert not stack_result_path(tmp_path, 0, 3).exists() and checkpoint_path(tmp_path, 0, 3).exists()
     # the first stack finishes, the second stops: a new machine would find only the small file of the first
     assert run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=3, stop_after=7) is None  # 5 + 2 steps
-    assert stack_result_path(tmp_path, 0).exists() and not checkpoint_path(tmp_path, 0).exists()
-    checkpoint_path(tmp_path, 1).unlink()
-    with pytest.raises(ValueError, match="another --stack-size"):
-        run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=2)
+    assert stack_result_path(tmp_path, 0, 3).exists() and not checkpoint_path(tmp_path, 0, 3).exists()
+    checkpoint_path(tmp_path, 3, 4).unlink()
     split = run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=3)
     assert whole is not None and split is not None
     np.testing.assert_allclose(split.losses, whole.losses, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(split.result.scores_init, whole.result.scores_init)
+
+
+def test_a_folder_goes_on_in_stacks_of_another_size_and_finishes_a_begun_stack_first(tmp_path) -> None:
+    """Begun in stacks of 3 (the first stopped after 4 steps), continued in stacks of 1: the begun stack is resumed
+    whole, then the last run alone; asked for a size, the runner names the block of runs waiting."""
+    whole = run_table1_stacked(TINY, "cpu")
+    assert run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=3, stop_after=4) is None
+    asked: list[int] = []
+    one_by_one = run_table1_stacked(TINY, "cpu", out=tmp_path, sizes=lambda waiting: asked.append(waiting) or 1)
+    assert asked == [1]  # runs 0-2 were begun together: only run 3 was waiting
+    assert whole is not None and one_by_one is not None
+    np.testing.assert_allclose(one_by_one.losses, whole.losses, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(one_by_one.result.scores, whole.result.scores, rtol=0, atol=1e-4)
+
+
+def test_stacks_take_consecutive_runs_around_finished_ones(tmp_path) -> None:
+    """Run 1 finished alone; the others wait in two blocks (0, then 2-3), each stacked within itself."""
+    alone = tmp_path / "alone"
+    assert run_table1_stacked(TINY, "cpu", out=alone, stack_size=1, stop_after=2 * TINY.steps) is None
+    (alone / "stack-0-1.npz").unlink()  # keep run 1's result only
+    asked: list[int] = []
+    done = run_table1_stacked(TINY, "cpu", out=alone, sizes=lambda waiting: asked.append(waiting) or waiting)
+    assert asked == [1, 2] and done is not None
+    with pytest.raises(ValueError, match=r"a stack size must be in \[1, 4\]"):
+        run_table1_stacked(TINY, "cpu", out=tmp_path / "bad", sizes=lambda waiting: 5)
+    with pytest.raises(ValueError, match="need an output folder"):
+        run_table1_stacked(TINY, "cpu", sizes=lambda waiting: 1)
+
+
+def test_a_stack_file_of_another_layout_is_refused(tmp_path) -> None:
+    (tmp_path / "stack-0.npz").write_bytes(b"")  # a stack numbered as by an earlier version
+    with pytest.raises(ValueError, match=r"stack-0.npz is not a stack file of this configuration's 4 runs"):
+        run_table1_stacked(TINY, "cpu", out=tmp_path)

@@ -6,10 +6,11 @@ rest of the loan on one that does not. ``lm run --stack --finish-within SECONDS`
 to fit the time instead:
 
 * :func:`measure_cost` times, on this machine, the step and the evaluation of a stack of one run and of all the
-  shape's waiting runs ``n``. Between the two, the time is taken as linear in the stack size ``R``: a stacked step
-  costs a part paid once per stack (its kernel launches) and a part per run (its read-out, its vocabulary-sized
-  tensors). On an H200 at 5 layers: 2.65 ms for one run, 7.64 ms for seven (``lm_stack.json``). A stack then
-  takes ``T(R) = steps * step(R) + evaluations * evaluation(R)`` seconds (:meth:`StackCost.seconds`).
+  shape's waiting runs ``n``. Between the two, the time is taken as linear in the stack size ``R``
+  (:func:`~joma_lib.base.stack_time.linear_in_runs`: a part paid once per stack, its kernel launches, and a part
+  per run, its read-out and vocabulary-sized tensors). On an H200 at 5 layers: 2.65 ms for one run, 7.64 ms for
+  seven (``lm_stack.json``). A stack then takes ``T(R) = steps * step(R) + evaluations * evaluation(R)`` seconds
+  (:meth:`StackCost.seconds`).
 * :func:`plan` picks at most one stack per shape (two stacks of a shape pay the per-stack part twice) so that the
   most runs finish within :data:`PLAN_SHARE` of the time; a tie goes to the plan with more layers, then to the
   shorter one.
@@ -31,15 +32,13 @@ from pathlib import Path
 
 import torch
 
+from joma_lib.base.stack_time import PLAN_SHARE, linear_in_runs
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.data import LMData, n_chunks
 from joma_lib.lm.stack import probe_stack
 from joma_lib.lm.stacked import evaluate_stack, stable_ranks
 from joma_lib.base.validation import check_float
 
-#: the share of the time left that a plan may fill; the rest covers what the measurements leave out (checkpoint
-#: writes, capturing the step, loading the data onto the device, a machine slower for a while)
-PLAN_SHARE = 0.85
 #: steps timed (after the warm-up) for each stack size measured
 TIMED_STEPS = 20
 #: validation chunks timed for an evaluation (then scaled to the chunks an evaluation reads)
@@ -62,12 +61,8 @@ class StackCost:
     def seconds(self, r: int) -> float:
         """``T(R) = steps * step(R) + evaluations * evaluation(R)``, each linear in ``R`` between the two sizes
         measured."""
-        if not 1 <= r <= self.runs:
-            raise ValueError(f"r must be in [1, {self.runs}] (the shape's waiting runs), got {r}")
-        share = 0.0 if self.runs == 1 else (r - 1) / (self.runs - 1)
-        step = self.step[0] + share * (self.step[1] - self.step[0])
-        evaluation = self.evaluation[0] + share * (self.evaluation[1] - self.evaluation[0])
-        return self.steps * step + self.evaluations * evaluation
+        return (self.steps * linear_in_runs(r, self.runs, *self.step)
+                + self.evaluations * linear_in_runs(r, self.runs, *self.evaluation))
 
 
 def plan(costs: Sequence[StackCost], limits: Sequence[int], seconds: float) -> list[int]:

@@ -26,11 +26,12 @@ import numpy as np
 import torch
 
 from joma_lib.base.device import pinned_threads, resolve_device
+from joma_lib.base.stack_time import PLAN_SHARE, DeadlineReached
 from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
 from joma_lib.lm.data import LMData, load_lm_data
 from joma_lib.lm.runs import collect
 from joma_lib.lm.stack import shares, stack_key, stack_precision, stacks, train_stack
-from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost, describe, measure_cost, plan, waiting
+from joma_lib.lm.stack_plan import StackCost, describe, measure_cost, plan, waiting
 from joma_lib.lm.step import run_precision, train_run
 from joma_lib.base.validation import check_float, check_int
 
@@ -104,10 +105,6 @@ def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, p
             f"{shape_costs[i].seconds(sizes[i]):.0f} s)")
         yield unit, trained
         pending = [c for c in pending if c not in unit]
-
-
-class DeadlineReached(Exception):
-    """A sweep stopped at its deadline (``--stop-after``): finished runs are kept, the others checkpointed."""
 
 
 def train_on_node(cfg: RunConfig, out_dir: str, device: str, threads: int) -> str:

@@ -16,14 +16,14 @@ from joma_lib.chapters.performance.gpu import (
     ratio_range,
     stack_costs,
     step_rows,
-    table1_loans,
+    table1_cost,
 )
 from joma_lib.base.cpu import bf16_support, cpu_identity, onednn_isa_limit
 from joma_lib.lm.presets import preset_auto_choice
-from joma_lib.lm.stack_plan import PLAN_SHARE
+from joma_lib.base.stack_time import PLAN_SHARE
 
 __all__ = [
     "PLAN_SHARE", "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "launch_bound", "loans_needed", "onednn_isa_limit",
     "op_count_rows", "ops_per_layer", "paper_runs_waiting", "paper_scale_goals", "preset_auto_choice", "ratio_range", "stack_costs",
-    "step_rows", "table1_loans",
+    "step_rows", "table1_cost",
 ]

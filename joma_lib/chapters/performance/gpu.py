@@ -5,7 +5,6 @@ read from the stored GPU benchmarks (``lm_stack``: ``benchmarks/bench_lm_stack.p
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,8 +16,10 @@ import numpy as np
 from joma_lib.kit.benchmarks import table1_steps
 from joma_lib.kit.sweeps import PAPER_SO_FAR, load_runs
 from joma_lib.lm.presets import paper_sweep_configs
-from joma_lib.lm.stack_plan import PLAN_SHARE, StackCost, plan
+from joma_lib.base.stack_time import PLAN_SHARE
+from joma_lib.lm.stack_plan import StackCost, plan
 from joma_lib.theory.table1.runs import CONFIGS
+from joma_lib.theory.table1.stack_plan import Table1StackCost
 from joma_lib.theory.table1.stacked import stack_runs
 
 PAPER_SWEEP_RUNS = len(paper_sweep_configs())
@@ -146,16 +147,31 @@ def stack_costs(lm_stack: Mapping[str, Any], waiting: Mapping[int, int], steps: 
     return costs
 
 
-def loans_needed(costs: Mapping[int, StackCost], seconds: float, fixed: int | None = None) -> int:
-    """GPU loans of ``seconds`` each until every run of ``costs`` has finished. A stack whose training takes ``c``
-    occupies ``c / PLAN_SHARE`` of a loan (evaluations, checkpoints, its start: the margin the planner keeps), and
-    one that does not end before the loan does is lost. ``fixed=None``: stacks sized to the time left, as
-    ``lm run --finish-within`` plans them (:func:`~joma_lib.lm.stack_plan.plan`, made again after each stack);
-    ``fixed=K``: stacks of at most K runs, the cheapest first, as ``--stop-after`` with ``--stack-size K`` trains
-    them (a loan ends at the first stack that does not fit in what is left: it would be started, and lost)."""
+def table1_cost(table1: Mapping[str, Any]) -> Table1StackCost:
+    """Table 1's stacks at its full configuration, training only, from a stored ``table1_bench``: the step of a
+    stack of ``R`` runs on the line between one run alone and the stack timed (the step as the command line trains
+    it, :func:`~joma_lib.kit.benchmarks.table1_steps`), as ``table1 --finish-within`` plans them
+    (:mod:`joma_lib.theory.table1.stack_plan`)."""
+    stack, alone = table1_steps(table1)
+    return Table1StackCost(stack["runs"], CONFIGS["full"].steps, (alone["step_ms"] / 1e3, stack["step_ms"] / 1e3),
+                           0.0)
+
+
+def loans_needed(costs: Mapping[int, StackCost], seconds: float, fixed: int | None = None,
+                 table1: Table1StackCost | None = None) -> int:
+    """GPU loans of ``seconds`` each until every run of ``costs`` has finished, and with ``table1`` every run of
+    Table 1 too. A stack whose training takes ``c`` occupies ``c / PLAN_SHARE`` of a loan (evaluations,
+    checkpoints, its start: the margin the planner keeps), and one that does not end before the loan does is lost.
+    ``fixed=None``: stacks sized to the time left, as ``lm run --finish-within`` plans them
+    (:func:`~joma_lib.lm.stack_plan.plan`, made again after each stack); ``fixed=K``: stacks of at most K runs, the
+    cheapest first, as ``--stop-after`` with ``--stack-size K`` trains them (a loan ends at the first stack that
+    does not fit in what is left: it would be started, and lost). Table 1's stacks come after the sweep's in each
+    loan (``gpu_checks.sh``), each as large as fits (at most the size timed), as ``table1 --finish-within`` plans
+    them."""
     left = {layers: cost.runs for layers, cost in costs.items()}
+    table1_left = 0 if table1 is None else TABLE1_RUNS
     loans = 0
-    while any(left.values()):
+    while any(left.values()) or table1_left:
         loans, time_left, trained = loans + 1, seconds, 0
         while any(left.values()):
             shapes = [layers for layers in left if left[layers]]
@@ -170,20 +186,8 @@ def loans_needed(costs: Mapping[int, StackCost], seconds: float, fixed: int | No
                 if cost > PLAN_SHARE * time_left:
                     break
             time_left, trained, left[layers] = time_left - cost / PLAN_SHARE, trained + r, left[layers] - r
+        while table1 is not None and table1_left and (r := min(table1.fitting(time_left), table1_left)):
+            time_left, trained, table1_left = time_left - table1.seconds(r) / PLAN_SHARE, trained + r, table1_left - r
         if not trained:
             raise ValueError(f"no stack of the waiting runs finishes in a loan of {seconds:g} s")
     return loans
-
-
-def table1_loans(table1: Mapping[str, Any], seconds: float) -> tuple[int, int, float]:
-    """What Table 1 at its full configuration takes in GPU loans of ``seconds`` each for runs: its stacks (of the
-    size the stored benchmark timed, the size ``gpu_checks.sh`` trains), each stack's seconds (training at the
-    stored step as the command line trains it, given 1/``PLAN_SHARE`` as the language model's stacks are), and the
-    loans, a stack that does not end before its loan does being lost with the machine."""
-    row = table1_steps(table1)[0]
-    stacks = math.ceil(TABLE1_RUNS / row["runs"])
-    stack_seconds = row["step_ms"] / 1e3 * CONFIGS["full"].steps / PLAN_SHARE
-    per_loan = int(seconds // stack_seconds)
-    if per_loan == 0:
-        raise ValueError(f"a Table 1 stack ({stack_seconds:.0f} s) does not finish in a loan of {seconds:g} s")
-    return stacks, math.ceil(stacks / per_loan), stack_seconds

@@ -7,12 +7,16 @@
     python -m joma_lib table1 --explore [NAME ...]        # the configuration search (resumable)
     python -m joma_lib table1 --config full --seeds 1 --init-only FILE   # untrained scores at any width
     python -m joma_lib table1 --config full --stack --device cuda --out DIR [--every 1000] [--stack-size K]
-                              [--stop-after N] [--precision fp32|tf32|bf16|auto] [--compile] [--save FILE]
+                              [--stop-after N] [--finish-within SECONDS] [--precision fp32|tf32|bf16|auto]
+                              [--compile] [--save FILE]
 
 ``--stack`` trains the runs stacked (:mod:`joma_lib.theory.table1.stacked_run`), ``--stack-size`` runs to a stack (default
 all of them in one); with ``--out DIR`` each stack checkpoints every ``--every`` steps into DIR, a second call
 resumes there (a finished stack is kept as a small file, so another machine goes on with the next), and a finished
 DIR is read back. ``--stop-after N`` stops once the call has trained N steps (checkpointed), to be resumed.
+``--finish-within SECONDS`` sizes the stacks to the time left instead (:mod:`joma_lib.theory.table1.stack_plan`, at
+most ``--stack-size`` runs each): it times the step here, starts only stacks that finish within that time, and
+ends with exit 75 when runs are left that no stack finishes in time (a later call trains them).
 ``--precision`` is the training's (:func:`~joma_lib.theory.table1.stacked_run.resolve_precision`): ``auto`` times a
 step of the stack in each precision this machine runs and keeps the fastest; ``--compile`` sends the training loss
 through ``torch.compile`` (``benchmarks/bench_table1_stack.py --compile`` measures whether that pays).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,12 +34,14 @@ from pathlib import Path
 from joma_lib.base.device import DEVICE_CHOICES, resolve_device
 from joma_lib.base.io import atomic_path, writable_dir
 from joma_lib.base.precision import PRECISION_CHOICES
+from joma_lib.base.stack_time import DeadlineReached
 from joma_lib.theory.table1.model import score_at_init
 from joma_lib.base.startup import command
 from joma_lib.theory.table1.exploration import EXPLORATION_FILE, EXPLORED, explore, select_configuration
 from joma_lib.theory.table1.runs import CONFIGS, run_table1, save_result
+from joma_lib.theory.table1.stack_plan import FittedSizes
 from joma_lib.theory.table1.stacked_run import resolve_precision, run_table1_stacked
-from joma_lib.base.validation import check_choice, check_int
+from joma_lib.base.validation import check_choice, check_float, check_int
 
 EVERY = 1000
 """Default steps between two checkpoints of a stacked run (``--every``)."""
@@ -76,7 +83,11 @@ def _main(argv: Sequence[str] | None) -> int:
                         help="with --stack: the training loss through torch.compile (fused kernels; only the rounding "
                              "changes)")
     parser.add_argument("--stack-size", default=None, metavar="K",
-                        help="with --stack: runs per stack, trained one stack after the other (default all)")
+                        help="with --stack: runs per stack, trained one stack after the other (default all); with "
+                             "--finish-within, the most")
+    parser.add_argument("--finish-within", default=None, metavar="SECONDS",
+                        help="with --out: stacks sized to finish within SECONDS (the step timed here first); runs "
+                             "that no stack finishes in time end the call with exit 75")
     args = parser.parse_args(argv)
     if args.explore is not None:
         try:
@@ -101,11 +112,14 @@ def _main(argv: Sequence[str] | None) -> int:
                                                                     config.steps * n_runs)
         stack_size = None if args.stack_size is None else check_int("--stack-size", _int_or_text(args.stack_size),
                                                                     1, n_runs)
+        finish_within = None if args.finish_within is None else check_float(
+            "--finish-within", _float_or_text(args.finish_within), 0, low_open=True)
         for flag, value in (("--out", args.out), ("--every", args.every), ("--stop-after", stop_after),
-                            ("--stack-size", stack_size), ("--compile", args.compile or None)):
+                            ("--stack-size", stack_size), ("--compile", args.compile or None),
+                            ("--finish-within", finish_within)):
             if value is not None and not args.stack:
                 raise ValueError(f"{flag} needs --stack")
-        for flag, value in (("--stop-after", stop_after), ("--every", args.every)):
+        for flag, value in (("--stop-after", stop_after), ("--every", args.every), ("--finish-within", finish_within)):
             if value is not None and args.out is None:
                 raise ValueError(f"{flag} needs --out: the folder of the checkpoints")
         if args.stack and args.init_only is not None:
@@ -123,8 +137,16 @@ def _main(argv: Sequence[str] | None) -> int:
     config = resolve_precision(config, args.precision, device, (stack_size or n_runs) if args.stack else 1)
     print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
     if args.stack:
-        outcome = run_table1_stacked(config, device.type, out, every, stop_after, not args.no_progress, stack_size,
-                                     args.compile)
+        sizes = None if finish_within is None else FittedSizes(config, device, finish_within, stack_size,
+                                                               log=lambda line: print(line, flush=True))
+        try:
+            outcome = run_table1_stacked(config, device.type, out, every, stop_after, not args.no_progress,
+                                         stack_size, args.compile, sizes)
+        except DeadlineReached as err:
+            print(f"stopped: {err}; finished runs are kept; run the same command again to continue", file=sys.stderr)
+            return 75
+        if outcome is not None and sizes is not None:
+            sizes.report()
         if outcome is None:
             print(f"stopped after {stop_after} steps; the checkpoint is in {out}: run again to resume")
             return 0
@@ -142,6 +164,14 @@ def _parse_int(name: str, text: str) -> int:
         return int(text)
     except ValueError:
         raise ValueError(f"{name} must be integers, got {text!r}") from None
+
+
+def _float_or_text(text: str) -> float | str:
+    """``text`` as a float where it is one, else unchanged (for a range check that names the flag)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _int_or_text(text: str) -> int | str:

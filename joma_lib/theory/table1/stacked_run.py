@@ -1,19 +1,24 @@
 """Table 1 trained stacked (:mod:`joma_lib.theory.table1.stacked`), with checkpoints: :func:`run_table1_stacked`.
 
-The runs are trained in stacks of a chosen size (all in one by default). With an output folder each stack is
+The runs (:func:`~joma_lib.theory.table1.stacked.stack_runs`, in a fixed order) are trained in stacks of
+consecutive runs, of a chosen size (all in one by default) or of the size a :data:`StackSizes` gives for the runs
+waiting (sized to the time left: :mod:`joma_lib.theory.table1.stack_plan`). With an output folder each stack is
 saved every ``every`` steps, atomically (:func:`checkpoint_path`: the stacked parameters, the Adam state, every
-run's generator states and losses so far); a later call with the same folder resumes from it and ends with the
+run's generator states and losses so far); a later call with the same folder resumes it first and ends with the
 numbers of an uninterrupted run. A finished stack leaves its runs' scores and losses (:func:`stack_result_path`,
 small), which a later call reads back instead of training them, on any machine: at the paper's width a
 checkpoint of all 40 runs is about 5.6 GB (parameters and Adam's two moments in float32), a finished stack a few
-kB. A finished folder holds the result (:data:`RESULT`, with its configuration manifest, and every run's losses,
+kB. The files are named after the runs they hold, so the stacks of one folder may differ in size from call to
+call (a run's numbers do not depend on the runs stacked beside it, up to the rounding of the batched products).
+A finished folder holds the result (:data:`RESULT`, with its configuration manifest, and every run's losses,
 :data:`LOSSES`) and is read back, not trained again. A folder of another configuration is refused.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -63,14 +68,33 @@ CHUNK_STEPS = 100
 """Steps whose labels are drawn at a time, ahead of the training (:meth:`LabelStream.chunks`)."""
 
 
-def checkpoint_path(out: Path, stack: int) -> Path:
-    """The checkpoint of stack number ``stack`` in ``out`` (large: the parameters and Adam's moments)."""
-    return out / f"stack-{stack}.pt"
+#: how many of the runs waiting (a block of consecutive runs, its length given) to stack now
+StackSizes = Callable[[int], int]
+_STACK_FILE = re.compile(r"stack-(\d+)-(\d+)\.(npz|pt)")
 
 
-def stack_result_path(out: Path, stack: int) -> Path:
-    """The finished runs of stack number ``stack`` in ``out`` (small: scores and losses)."""
-    return out / f"stack-{stack}.npz"
+def checkpoint_path(out: Path, first: int, stop: int) -> Path:
+    """The checkpoint of the stack of runs ``first .. stop - 1`` in ``out`` (large: the parameters and Adam's
+    moments)."""
+    return out / f"stack-{first}-{stop}.pt"
+
+
+def stack_result_path(out: Path, first: int, stop: int) -> Path:
+    """The finished runs ``first .. stop - 1`` in ``out`` (small: scores and losses)."""
+    return out / f"stack-{first}-{stop}.npz"
+
+
+def _stack_files(out: Path, suffix: str, n_runs: int) -> list[tuple[int, int]]:
+    """The stacks ``(first, stop)`` whose ``.npz`` or ``.pt`` files lie in ``out``, in order; a file of another
+    layout is refused."""
+    spans = []
+    for path in sorted(out.glob(f"stack-*.{suffix}")):
+        match = _STACK_FILE.fullmatch(path.name)
+        if match is None or not 0 <= int(match[1]) < int(match[2]) <= n_runs:
+            raise ValueError(f"{path} is not a stack file of this configuration's {n_runs} runs "
+                             f"(stack-FIRST-STOP.{suffix}); use another --out folder")
+        spans.append((int(match[1]), int(match[2])))
+    return sorted(spans)
 
 
 class ProbeStack(NamedTuple):
@@ -145,52 +169,81 @@ class StackedOutcome(NamedTuple):
 
 def run_table1_stacked(config: Table1Config, device: str | None = None, out: Path | None = None,
                        every: int = 1000, stop_after: int | None = None, progress: bool = False,
-                       stack_size: int | None = None, compiled: bool = False) -> StackedOutcome | None:
-    """Train every run of ``config``'s table stacked, ``stack_size`` runs to a stack (default all in one), and
-    score each run as :func:`~joma_lib.theory.table1.runs.run_table1` does.
+                       stack_size: int | None = None, compiled: bool = False, sizes: StackSizes | None = None
+                       ) -> StackedOutcome | None:
+    """Train every run of ``config``'s table stacked, ``stack_size`` runs to a stack (default all in one), or as
+    many as ``sizes`` says of the runs waiting (it may raise
+    :class:`~joma_lib.base.stack_time.DeadlineReached`), and score each run as
+    :func:`~joma_lib.theory.table1.runs.run_table1` does.
 
-    With ``out`` (a folder): each stack checkpoints every ``every`` steps and resumes from its checkpoint; a
-    finished stack leaves its runs' scores and losses (a small file), so a call on another machine goes on with
-    the next stack; a finished folder is read back. ``stop_after``: stop (after checkpointing) once this call
-    has trained that many steps (of one stack or of several in turn); returns None then. ``compiled``: the
-    training loss through ``torch.compile`` (:func:`training_losses`), which changes only the rounding.
+    With ``out`` (a folder): each stack checkpoints every ``every`` steps and resumes from its checkpoint (a
+    stack begun by an earlier call is finished first); a finished stack leaves its runs' scores and losses (a
+    small file), so a call on another machine goes on with the runs not yet trained; a finished folder is read
+    back. ``stop_after``: stop (after checkpointing) once this call has trained that many steps (of one stack or
+    of several in turn); returns None then. ``compiled``: the training loss through ``torch.compile``
+    (:func:`training_losses`), which changes only the rounding.
     """
     every = check_int("every", every, 1, 10**7)
     runs = stack_runs(config)
     budget = None if stop_after is None else check_int("stop_after", stop_after, 1, config.steps * len(runs))
     size = len(runs) if stack_size is None else check_int("stack_size", stack_size, 1, len(runs))
+    if sizes is not None and out is None:
+        raise ValueError("stacks sized to the time left (sizes) need an output folder (out): a later call "
+                         "trains the runs left")
+    size_of = sizes if sizes is not None else (lambda waiting: min(size, waiting))
     dev = resolve_device(device)
     n_levels(config)
     if out is not None and (out / RESULT).exists():
         return _read_finished(out, config)
+    results: dict[RunKey, RunResult] = {}
+    started: list[tuple[int, int]] = []
     if out is not None:  # a checkpoint's temporary file left by a killed call (each as large as a checkpoint)
         for stale in out.glob(".stack-*.pt.*"):
             stale.unlink()
-    results: dict[RunKey, RunResult] = {}
+        for first, stop in _stack_files(out, "npz", len(runs)):
+            results.update(_read_stack(stack_result_path(out, first, stop), config, runs[first:stop]))
+        started = _stack_files(out, "pt", len(runs))
     keep_freed_memory()
     with numerics(config, dev):
-        for number, first in enumerate(range(0, len(runs), size)):
-            stack = runs[first:first + size]
-            if out is not None and stack_result_path(out, number).exists():
-                results.update(_read_stack(stack_result_path(out, number), config, stack))
-                continue
+        for first, stop in _stacks(runs, results, started, size_of):
             if budget == 0:
                 return None
-            trained, used = _train_stack(config, stack, dev, None if out is None else checkpoint_path(out, number),
-                                         every, budget, progress, compiled)
+            stack = runs[first:stop]
+            checkpoint = None if out is None else checkpoint_path(out, first, stop)
+            trained, used = _train_stack(config, stack, dev, checkpoint, every, budget, progress, compiled)
             if trained is None:
                 return None
             budget = None if budget is None else budget - used
             if out is not None:
-                _save_stack(stack_result_path(out, number), config, stack, trained)
-                checkpoint_path(out, number).unlink(missing_ok=True)
-                checksum_path(checkpoint_path(out, number)).unlink(missing_ok=True)
+                _save_stack(stack_result_path(out, first, stop), config, stack, trained)
+                checkpoint_path(out, first, stop).unlink(missing_ok=True)
+                checksum_path(checkpoint_path(out, first, stop)).unlink(missing_ok=True)
             results.update(trained)
     outcome = StackedOutcome(table_of(config, results),
                              np.stack([results[run.i_setting, run.i_seed, run.shuffled].losses for run in runs]))
     if out is not None:
         _save_finished(out, config, outcome)
     return outcome
+
+
+def _stacks(runs: list[Run], results: dict[RunKey, RunResult], started: list[tuple[int, int]],
+            size_of: StackSizes) -> Iterator[tuple[int, int]]:
+    """The stacks to train, ``(first, stop)``: those begun (``started``) first, then stacks of the first runs
+    without a result, as many as ``size_of`` gives for the block of consecutive such runs; asked again after
+    each stack (``results`` grows as the caller trains)."""
+    yield from started
+    begun = {i for first, stop in started for i in range(first, stop)}
+    while True:
+        waiting = [i for i, run in enumerate(runs)
+                   if i not in begun and (run.i_setting, run.i_seed, run.shuffled) not in results]
+        if not waiting:
+            return
+        block = next((k for k, i in enumerate(waiting) if i != waiting[0] + k), len(waiting))
+        count = size_of(block)
+        if not 1 <= count <= block:
+            raise ValueError(f"a stack size must be in [1, {block}] (the block of runs waiting), got {count}")
+        begun.update(waiting[:count])
+        yield waiting[0], waiting[0] + count
 
 
 def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, checkpoint: Path | None, every: int,
@@ -227,10 +280,10 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
         bar.close()
     if stop < config.steps:
         return None, stop - start
-    return _score(config, runs, params, losses.cpu().double().numpy(), dev), stop - start
+    return score_runs(config, runs, params, losses.cpu().double().numpy(), dev), stop - start
 
 
-def _score(config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor], losses: np.ndarray,
+def score_runs(config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor], losses: np.ndarray,
            dev: torch.device) -> dict[RunKey, RunResult]:
     """Every run scored on its own network, as the unstacked run scores it: at initialisation, trained, and the
     change."""
@@ -277,8 +330,8 @@ def _resume(path: Path, config: Table1Config, runs: list[Run], params: dict[str,
     state = load_torch_checked(path, map_location="cpu")
     identity = json.loads(state["identity"])
     if identity != _identity(config, runs):
-        raise ValueError(f"{path} is a checkpoint of other settings or another --stack-size "
-                         f"({identity['config']}), not of {config_record(config)}; use another --out folder")
+        raise ValueError(f"{path} is a checkpoint of other settings ({identity['config']}), not of "
+                         f"{config_record(config)}; use another --out folder")
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(state["params"][name])
@@ -298,8 +351,8 @@ def _read_stack(path: Path, config: Table1Config, runs: list[Run]) -> dict[RunKe
     """A finished stack read back; one of other settings is refused."""
     with np.load(path, allow_pickle=False) as npz:
         if json.loads(str(npz["identity"])) != _identity(config, runs):
-            raise ValueError(f"{path} holds finished runs of other settings or another --stack-size, not of "
-                             f"{config_record(config)}; use another --out folder")
+            raise ValueError(f"{path} holds finished runs of other settings, not of {config_record(config)}; use "
+                             "another --out folder")
         arrays = {field: npz[field] for field in RunResult._fields}
     return {(run.i_setting, run.i_seed, run.shuffled): RunResult(*(arrays[field][r] for field in RunResult._fields))
             for r, run in enumerate(runs)}
