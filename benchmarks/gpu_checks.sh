@@ -17,8 +17,9 @@
 #      rest of the test suite under JOMA_DEVICE=cuda;
 #   4. the paper-scale runs, with whatever time is left: the Figs. 6/8 sweep (30 runs; the runs a stack left
 #      unfinished in an earlier call of this loan first, then stacks of the waiting runs of one depth each, sized to
-#      what the loan has left (--loan): its runner times their steps here and starts only stacks that will finish,
-#      each as large as fits (joma_lib/lm/stack_plan.py); compiled where this loan's bench-compile (or, skipped, an
+#      what the loan has left (--loan): its runner times their steps here (a later call of the loan takes those
+#      timings from the state folder) and starts only stacks that will finish, each as large as fits
+#      (joma_lib/lm/stack_plan.py); compiled where this loan's bench-compile (or, skipped, an
 #      earlier loan's committed one) says it pays;
 #      WikiText-2 where the hub answers, else the labelled stand-in with WikiText-2's vocabulary size) and Table 1 at
 #      its full configuration

@@ -98,7 +98,9 @@ def test_a_sweep_starts_only_what_fits_and_plans_again_with_the_time_left(tmp_pa
 def test_runs_already_started_finish_first_and_the_rest_wait_when_no_stack_fits(tmp_path, runs, tiny_run_data,
                                                                                 monkeypatch, capsys):
     monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_run_data)
-    monkeypatch.setattr(sweep_module, "measure_cost", lambda group, data, dev: linear(len(group), 100, 100))
+    measured: list[int] = []
+    monkeypatch.setattr(sweep_module, "measure_cost",
+                        lambda group, data, dev: measured.append(len(group)) or linear(len(group), 100, 100))
     # two runs stopped in an earlier call (checkpointed at step 4 of 8)
     assert train_stack(runs[:2], tmp_path, "cpu", progress=False, data=tiny_run_data, stop_at=4) is None
     assert [r.name for r in waiting(runs, tmp_path)] == [runs[2].name, runs[3].name]
@@ -106,6 +108,11 @@ def test_runs_already_started_finish_first_and_the_rest_wait_when_no_stack_fits(
         run_sweep(runs, tmp_path, "cpu", progress=False, log=lambda _: None, stack=True, finish_within=100)
     assert _stacked_runs(tmp_path) == {runs[0].name: 2, runs[1].name: 2}  # finished, though no new stack fitted
     assert not (tmp_path / runs[2].name).exists() and not (tmp_path / runs[3].name).exists()
+    # a second call on this folder (a loan's next call) plans with the first call's measurements
+    lines: list[str] = []
+    with pytest.raises(DeadlineReached):
+        run_sweep(runs, tmp_path, "cpu", progress=False, log=lines.append, stack=True, finish_within=100)
+    assert measured == [1, 1] and sum(line.startswith("timed earlier on cpu") for line in lines) == 2
     # the command line: exit 75 and the reason; bad values refused before any work
     args = ["run", "--data", "ptb", "--layers", "2", "--lr", "3e-3", "--seeds", "5", "--steps", "8", "--eval-interval",
             "4", "--eval-chunks", "2", "--seq-len", "10", "--batch-size", "4", "--eval-batch-size", "3",

@@ -28,9 +28,9 @@ def test_a_stack_costs_its_steps_on_the_line_between_the_sizes_timed_and_its_run
         COST.seconds(11)
 
 
-def test_fitted_sizes_plan_with_the_time_left_and_stop_when_no_stack_fits() -> None:
+def test_fitted_sizes_plan_with_the_time_left_and_stop_when_no_stack_fits(tmp_path) -> None:
     lines: list[str] = []
-    sizes = FittedSizes(TINY, torch.device("cpu"), 220 / PLAN_SHARE + 5, log=lines.append)
+    sizes = FittedSizes(TINY, torch.device("cpu"), tmp_path, 220 / PLAN_SHARE + 5, log=lines.append)
     sizes.cost = COST  # as measured: no stack above 10 runs is asked for here
     assert sizes(10) == 4  # the time fits four of the ten waiting
     assert sizes(3) == 3  # three waiting: at most three, however much time is left
@@ -39,11 +39,11 @@ def test_fitted_sizes_plan_with_the_time_left_and_stop_when_no_stack_fits() -> N
     sizes.finish_by -= 1000
     with pytest.raises(DeadlineReached, match=r"6 Table 1 run\(s\) not started: a stack of one needs about 105 s"):
         sizes(6)
-    capped = FittedSizes(TINY, torch.device("cpu"), 1e6, cap=2, log=lines.append)
+    capped = FittedSizes(TINY, torch.device("cpu"), tmp_path, 1e6, cap=2, log=lines.append)
     capped.cost = COST
     assert capped(10) == 2
     with pytest.raises(ValueError, match="finish_within must be"):
-        FittedSizes(TINY, torch.device("cpu"), 0)
+        FittedSizes(TINY, torch.device("cpu"), tmp_path, 0)
 
 
 def test_measuring_a_stack_times_it_here_and_leaves_the_random_state_alone() -> None:

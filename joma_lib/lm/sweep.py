@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from joma_lib.base.device import pinned_threads, resolve_device
-from joma_lib.base.stack_time import PLAN_SHARE, DeadlineReached
+from joma_lib.base.stack_time import PLAN_SHARE, DeadlineReached, remembered_cost
 from joma_lib.lm.config import DEFAULT_THREADS, RunConfig
 from joma_lib.lm.data import LMData, load_lm_data
 from joma_lib.lm.runs import collect
@@ -84,8 +84,10 @@ def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, p
             if stack_key(group[0]) not in costs:
                 data = data_of(group[0])
                 measured = [replace(c, data=data.name) for c in group[:stack_size]]
-                cost = costs[stack_key(group[0])] = measure_cost(measured, data, dev)
-                log(f"timed on {dev.type}, {cost.layers} layer(s): a step {1e3 * cost.step[0]:.2f} ms for one run, "
+                cost, now = remembered_cost(Path(out_dir), {"lm": dict(stack_key(measured[0]))}, len(measured), dev,
+                                            StackCost, lambda: measure_cost(measured, data, dev))
+                costs[stack_key(group[0])] = cost
+                log(f"{'timed' if now else 'timed earlier'} on {dev.type}, {cost.layers} layer(s): a step {1e3 * cost.step[0]:.2f} ms for one run, "
                     f"{1e3 * cost.step[1]:.2f} ms for {cost.runs}; an evaluation {cost.evaluation[0]:.2f} s and "
                     f"{cost.evaluation[1]:.2f} s")
         shape_costs = [costs[stack_key(group[0])] for group in groups]

@@ -137,8 +137,8 @@ def _main(argv: Sequence[str] | None) -> int:
     config = resolve_precision(config, args.precision, device, (stack_size or n_runs) if args.stack else 1)
     print(f"Table 1, {args.config} configuration on {device}: {config}", flush=True)
     if args.stack:
-        sizes = None if finish_within is None else FittedSizes(config, device, finish_within, stack_size,
-                                                               log=lambda line: print(line, flush=True))
+        sizes = None if finish_within is None or out is None else FittedSizes(
+            config, device, out, finish_within, stack_size, log=lambda line: print(line, flush=True))
         try:
             outcome = run_table1_stacked(config, device.type, out, every, stop_after, not args.no_progress,
                                          stack_size, args.compile, sizes)

@@ -9,7 +9,8 @@ left after the language model's stacks (``benchmarks/gpu_checks.sh``), a few run
 wanted, and what one run costs outside its steps (building its network and data, scoring it); a stack of ``R``
 runs then takes ``steps * step(R) + R * per_run`` seconds, ``step(R)`` on the line between the two sizes timed
 (:func:`~joma_lib.base.stack_time.linear_in_runs`). :class:`FittedSizes` stacks, before each stack, as many of
-the runs waiting as finish within :data:`~joma_lib.base.stack_time.PLAN_SHARE` of the time left. The step is
+the runs waiting as finish within :data:`~joma_lib.base.stack_time.PLAN_SHARE` of the time left (a measurement
+made here in the last hours is taken again: :func:`~joma_lib.base.stack_time.remembered_cost`). The step is
 timed as written, not compiled (a compile per size timed would cost more than it tells): a compiled stack
 finishes early, and the next plan has the time.
 """
@@ -20,13 +21,15 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from joma_lib.base.stack_time import PLAN_SHARE, DeadlineReached, linear_in_runs
+from joma_lib.base.stack_time import PLAN_SHARE, DeadlineReached, linear_in_runs, remembered_cost
 from joma_lib.base.validation import check_float, check_int
 from joma_lib.theory.table1.model import Table1Config, training_precision
+from joma_lib.theory.table1.runs import config_record
 from joma_lib.theory.table1.stacked import stack_runs
 from joma_lib.theory.table1.stacked_run import probe_stack, probe_step, score_runs
 
@@ -92,15 +95,16 @@ def measure_cost(config: Table1Config, n_runs: int, device: torch.device) -> Tab
 
 class FittedSizes:
     """The stack sizes (:data:`~joma_lib.theory.table1.stacked_run.StackSizes`) of stacks sized to finish within
-    ``finish_within`` seconds from now, at most ``cap`` runs each: given the runs waiting, as many as finish within
+    ``finish_within`` seconds from now, at most ``cap`` runs each, for the runs' folder ``out``: given the runs waiting, as many as finish within
     :data:`PLAN_SHARE` of the time then left (measured once, :func:`measure_cost`, at the largest size then
-    wanted); raises :class:`~joma_lib.base.stack_time.DeadlineReached` when not even one run does. Each plan and
+    wanted, or taken from the cache); raises :class:`~joma_lib.base.stack_time.DeadlineReached` when not even one
+    run does. Each plan and
     each stack's time against its plan go to ``log``."""
 
-    def __init__(self, config: Table1Config, device: torch.device, finish_within: float, cap: int | None = None,
-                 log: Callable[[str], None] = print) -> None:
+    def __init__(self, config: Table1Config, device: torch.device, out: Path, finish_within: float,
+                 cap: int | None = None, log: Callable[[str], None] = print) -> None:
         check_float("finish_within", finish_within, 0, low_open=True)
-        self.config, self.device, self.log = config, device, log
+        self.config, self.device, self.out, self.log = config, device, out, log
         self.cap = len(stack_runs(config)) if cap is None else check_int("cap", cap, 1, len(stack_runs(config)))
         self.finish_by = time.time() + finish_within
         self.cost: Table1StackCost | None = None
@@ -110,8 +114,9 @@ class FittedSizes:
         self.report()
         limit = min(waiting, self.cap)
         if self.cost is None or self.cost.runs < limit:
-            self.cost = measure_cost(self.config, limit, self.device)
-            self.log(f"timed on {self.device.type}: a step {1e3 * self.cost.step[0]:.2f} ms for one run, "
+            self.cost, now = remembered_cost(self.out, {"table1": config_record(self.config)}, limit, self.device,
+                                             Table1StackCost, lambda: measure_cost(self.config, limit, self.device))
+            self.log(f"{'timed' if now else 'timed earlier'} on {self.device.type}: a step {1e3 * self.cost.step[0]:.2f} ms for one run, "
                      f"{1e3 * self.cost.step[1]:.2f} ms for {self.cost.runs}; {self.cost.per_run:.1f} s a run "
                      "outside its steps")
         left = max(self.finish_by - time.time(), 0.0)
