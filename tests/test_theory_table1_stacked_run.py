@@ -87,3 +87,10 @@ def test_a_stack_file_of_another_layout_is_refused(tmp_path) -> None:
     (tmp_path / "stack-0.npz").write_bytes(b"")  # a stack numbered as by an earlier version
     with pytest.raises(ValueError, match=r"stack-0.npz is not a stack file of this configuration's 4 runs"):
         run_table1_stacked(TINY, "cpu", out=tmp_path)
+
+
+def test_once_the_steps_given_are_spent_no_further_stack_is_planned(tmp_path) -> None:
+    asked: list[int] = []
+    assert run_table1_stacked(TINY, "cpu", out=tmp_path, stop_after=TINY.steps,
+                              sizes=lambda waiting: asked.append(waiting) or 1) is None
+    assert asked == [4] and stack_result_path(tmp_path, 0, 1).exists()

@@ -205,9 +205,9 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
         started = _stack_files(out, "pt", len(runs))
     keep_freed_memory()
     with numerics(config, dev):
-        for first, stop in _stacks(runs, results, started, size_of):
-            if budget == 0:
-                return None
+        spans = _stacks(runs, results, started, size_of)
+        while (span := None if budget == 0 else next(spans, None)) is not None:  # no plan once the budget is spent
+            first, stop = span
             stack = runs[first:stop]
             checkpoint = None if out is None else checkpoint_path(out, first, stop)
             trained, used = _train_stack(config, stack, dev, checkpoint, every, budget, progress, compiled)
@@ -219,6 +219,8 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
                 checkpoint_path(out, first, stop).unlink(missing_ok=True)
                 checksum_path(checkpoint_path(out, first, stop)).unlink(missing_ok=True)
             results.update(trained)
+    if len(results) < len(runs):
+        return None
     outcome = StackedOutcome(table_of(config, results),
                              np.stack([results[run.i_setting, run.i_seed, run.shuffled].losses for run in runs]))
     if out is not None:
