@@ -94,3 +94,28 @@ def test_once_the_steps_given_are_spent_no_further_stack_is_planned(tmp_path) ->
     assert run_table1_stacked(TINY, "cpu", out=tmp_path, stop_after=TINY.steps,
                               sizes=lambda waiting: asked.append(waiting) or 1) is None
     assert asked == [4] and stack_result_path(tmp_path, 0, 1).exists()
+
+
+def test_checkpoints_slow_to_write_are_written_less_often_and_always_where_a_call_stops(tmp_path, monkeypatch) -> None:
+    """Each checkpoint made to take 50 ms: after the first, the next waits 50 ms / CHECKPOINT_SHARE = 1 s, longer
+    than the tiny stack's 8 steps take; so two are written (after step 1 and where the call stops), and the run
+    resumed from the second ends with the numbers of an uninterrupted one."""
+    import time
+
+    from joma_lib.theory.table1 import stacked_run
+
+    written: list[int] = []
+    save = stacked_run._save_checkpoint
+
+    def slow_save(*args, **kwargs) -> None:
+        time.sleep(0.05)
+        written.append(args[6])  # the step
+        save(*args, **kwargs)
+
+    monkeypatch.setattr(stacked_run, "_save_checkpoint", slow_save)
+    whole = run_table1_stacked(TINY, "cpu")
+    assert run_table1_stacked(TINY, "cpu", out=tmp_path, every=1, stop_after=8) is None
+    assert written == [1, 8]
+    resumed = run_table1_stacked(TINY, "cpu", out=tmp_path, every=1)
+    assert whole is not None and resumed is not None
+    np.testing.assert_array_equal(resumed.losses, whole.losses)

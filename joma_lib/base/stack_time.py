@@ -29,6 +29,10 @@ from joma_lib.base.io import atomic_path
 #: the share of the time left that a plan may fill; the rest covers what the measurements leave out (checkpoint
 #: writes, capturing or building the step, loading the data onto the device, a machine slower for a while)
 PLAN_SHARE = 0.85
+#: the largest share of a stack's time that its checkpoints may take (the next waits 1 / CHECKPOINT_SHARE times as
+#: long as the last took to write): on a GPU a stack's checkpoints are GBs, seconds to write, and insurance only
+#: (the one a deadline or an interrupted call resumes from is what counts)
+CHECKPOINT_SHARE = 0.05
 #: how long a measured cost is taken again on the same machine: a GPU loan lasts minutes; a day later the machine
 #: or its load may differ
 REMEMBER_SECONDS = 6 * 3600

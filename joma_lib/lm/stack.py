@@ -12,7 +12,8 @@ read them as before.
 On the CPU a stacked run draws the masks of its unstacked run from the same generator state, so the two differ
 only by the summation order of the batched products (tests/test_lm_stack.py measures it). Checkpoints are
 written at an evaluation step once ``checkpoint_seconds`` have passed since the last (a GPU writes hundreds of
-MB per run each time; against a ``stop_after`` deadline also no sooner than :data:`CHECKPOINT_SHARE` of the time
+MB per run each time; against a ``stop_after`` deadline also no sooner than
+:data:`~joma_lib.base.stack_time.CHECKPOINT_SHARE` of the time
 allows), at the end, and when ``stop_after`` seconds have passed: then at the current step, and the call returns
 None; the same call later continues from there.
 """
@@ -36,6 +37,7 @@ from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
 from joma_lib.lm.model import TransformerLM
 from joma_lib.base.precision import record_used, resolve
+from joma_lib.base.stack_time import CHECKPOINT_SHARE
 from joma_lib.lm.runs import finished_result, run_lock, save_checkpoint, write_results
 from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import StackedLM, evaluate_stack, mask_source, stable_ranks
@@ -57,10 +59,6 @@ from joma_lib.base.validation import check_float, check_int
 STACK_VARIES = frozenset({"lr", "seed", "clip"})
 #: how often a stack writes its runs' checkpoints at evaluation steps, by default (seconds)
 CHECKPOINT_SECONDS = 60.0
-#: against a deadline, the largest share of the time that checkpoints written before it may take (the next waits
-#: 1 / CHECKPOINT_SHARE times as long as the last took to write): the one written at the deadline is what a later
-#: call resumes from, the others are insurance (on a GPU a stack's checkpoints are GBs, seconds to write)
-CHECKPOINT_SHARE = 0.05
 
 
 def stack_key(cfg: RunConfig) -> tuple[tuple[str, Any], ...]:

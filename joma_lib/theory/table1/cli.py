@@ -72,7 +72,9 @@ def _main(argv: Sequence[str] | None) -> int:
     parser.add_argument("--stack", action="store_true", help="train every run as one stacked model")
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="with --stack: checkpoint into DIR, resume from it, read a finished DIR back")
-    parser.add_argument("--every", default=None, help=f"with --out: steps between checkpoints (default {EVERY})")
+    parser.add_argument("--every", default=None,
+                        help=f"with --out: steps between checkpoints (default {EVERY}; fewer where writing them would "
+                             "take over 5%% of the time)")
     parser.add_argument("--stop-after", default=None, metavar="N",
                         help="with --out: stop once this call has trained N steps (checkpointed), to resume later")
     parser.add_argument("--precision", default="fp32",

@@ -3,8 +3,10 @@
 The runs (:func:`~joma_lib.theory.table1.stacked.stack_runs`, in a fixed order) are trained in stacks of
 consecutive runs, of a chosen size (all in one by default) or of the size a :data:`StackSizes` gives for the runs
 waiting (sized to the time left: :mod:`joma_lib.theory.table1.stack_plan`). With an output folder each stack is
-saved every ``every`` steps, atomically (:func:`checkpoint_path`: the stacked parameters, the Adam state, every
-run's generator states and losses so far); a later call with the same folder resumes it first and ends with the
+saved every ``every`` steps, or less often where writing it would take more than
+:data:`~joma_lib.base.stack_time.CHECKPOINT_SHARE` of the time, and where a call stops, atomically
+(:func:`checkpoint_path`: the stacked parameters, the Adam state, every run's generator states and losses so far);
+a later call with the same folder resumes it first and ends with the
 numbers of an uninterrupted run. A finished stack leaves its runs' scores and losses (:func:`stack_result_path`,
 small), which a later call reads back instead of training them, on any machine: at the paper's width a
 checkpoint of all 40 runs is about 5.6 GB (parameters and Adam's two moments in float32), a finished stack a few
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +32,7 @@ import torch
 from joma_lib.base.device import pinned_threads, resolve_device
 from joma_lib.base.precision import numerics as precision_numerics
 from joma_lib.base.precision import resolve
+from joma_lib.base.stack_time import CHECKPOINT_SHARE
 from joma_lib.base.io import atomic_path, checksum_path, load_torch_checked, save_torch_checked, write_npz
 from joma_lib.theory.table1.model import (
     RunResult,
@@ -264,6 +268,7 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
     run_index = torch.arange(len(runs), device=dev)[:, None]
     bar = _progress(progress, start, config.steps)
     losses_of = training_losses(compiled)
+    last_save, wait = time.monotonic(), 0.0
     for chunk in stream.chunks(chunk_bounds(start, stop, CHUNK_STEPS, every)):
         draws, targets = torch.from_numpy(chunk.draws).to(dev), torch.from_numpy(chunk.targets).to(dev)
         with training_precision(config, dev):
@@ -276,8 +281,12 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
         end = chunk.start + len(draws)
         if bar is not None:
             bar.update(len(draws))
-        if checkpoint is not None and (end % every == 0 or end == stop) and end < config.steps:
+        due = end == stop or (end % every == 0 and time.monotonic() - last_save >= wait)
+        if checkpoint is not None and due and end < config.steps:
+            began = time.monotonic()
             _save_checkpoint(checkpoint, config, runs, params, optimizer, losses[:, :end], end, chunk.states)
+            last_save = time.monotonic()
+            wait = (last_save - began) / CHECKPOINT_SHARE  # checkpoints take at most this share of the time
     if bar is not None:
         bar.close()
     if stop < config.steps:
