@@ -2,7 +2,7 @@
 #   make book   set up .venv and build the whole book (executes every chapter) -> _build/html/index.html
 #   make test   set up .venv and run the test suite
 # Other targets: lint (ruff + mypy + import layers), verify (figure data vs references),
-# figures (regenerate all into figures_out/), wheelhouse (wheels for an offline GPU machine: benchmarks/gpu_checks.sh), book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
+# figures (regenerate all into figures_out/), wheelhouse (wheels for an offline GPU machine: benchmarks/gpu_checks.sh), gpu-rehearsal (a loan rehearsed on this CPU: benchmarks/gpu_rehearsal.sh), book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: setup uv-flags book book-strict twins test lint verify figures wheelhouse clean
+.PHONY: setup uv-flags book book-strict twins test lint verify figures wheelhouse gpu-rehearsal clean
 
 setup: $(STAMP)
 
@@ -60,6 +60,10 @@ verify: setup
 # wheels for a GPU machine or cluster node without a package index (benchmarks/gpu_checks.sh installs them from .whl/)
 wheelhouse:
 	$(PYTHON) benchmarks/wheelhouse.py --dest .whl
+
+# a GPU loan rehearsed here: the GPU machine's Python and torch, its packages, .whl/, the loan's CPU tests
+gpu-rehearsal: wheelhouse
+	bash benchmarks/gpu_rehearsal.sh
 
 figures: setup
 	$(BIN)/python -m joma_lib.figures make --out figures_out

@@ -210,6 +210,14 @@ def test_the_paper_sweep_the_plan_runs_is_30_runs_sized_to_the_loan(tmp_path):
             in refused.stderr, refused.stderr
 
 
+@pytest.mark.parametrize("args, message", [(["--torch", "latest"], "--torch must be a release such as 2.11.0"),
+                                           (["--python", "no-such-python"], "--python no-such-python is not on PATH"),
+                                           (["--bogus"], "unknown option --bogus")])
+def test_the_rehearsal_refuses_bad_options_with_one_line(args, message):
+    done = _run("bash", "benchmarks/gpu_rehearsal.sh", *args)
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr.splitlines()) == 1
+
+
 def test_table1_in_the_plan_is_the_full_configuration_in_stacks_sized_to_the_loan(tmp_path, capsys):
     """The command of the plan's paper-table1 step, run by Table 1's real command line on the CPU with the full
     configuration swapped for a small one: it takes the plan's flags together, times the stack and, given a
