@@ -99,6 +99,13 @@ if [ "$finished_runs" -gt 0 ]; then
     "$(ls "$finished"/paper/*/result.json | head -n 1)") || { echo "error: cannot read the precision of the finished runs in $finished/paper" >&2; exit 2; }
 fi
 
+# the Table 1 runs finished in folder $1: "all" where its result is there, else the runs of its finished stacks (each
+# stack-FIRST-STOP.npz holds STOP - FIRST of them)
+table1_runs_in() {
+  if [ -f "$1/table1.npz" ]; then echo all; return; fi
+  echo $(( $(ls "$1"/stack-*-*.npz 2>/dev/null | sed -E 's/.*stack-([0-9]+)-([0-9]+)[.]npz$/\2 - \1/' | paste -sd+ -) ))
+}
+
 # the precision of Table 1's stacks finished in earlier loans (every stack of its folder has the same), else auto
 table1_precision=auto
 table1_finished=$(ls "$finished"/table1/table1.json "$finished"/table1/stack-*.npz 2>/dev/null | head -n 1)
@@ -170,7 +177,7 @@ if [ "$dry_run" = 1 ]; then
     [ -f "$script" ] || { echo "  PROBLEM: $script is missing"; problems=1; }
   done
   echo "  finished in earlier loans ($finished): $finished_runs paper runs (precision $precision)," \
-       "$(ls "$finished"/table1/*.npz 2>/dev/null | wc -l) Table 1 result files (precision $table1_precision)"
+       "$(table1_runs_in "$finished/table1") Table 1 runs (precision $table1_precision)"
   for s in "${steps[@]}"; do
     IFS='|' read -r name seconds command <<< "$s"
     done_mark=""; [ -f "$state/done/$name" ] && done_mark=" (done in an earlier call: skipped)"
@@ -203,7 +210,8 @@ echo "- torch: $($PY -c 'import torch; print(torch.__version__, "CUDA", torch.ve
 for kind in paper table1; do
   if [ -d "$finished/$kind" ]; then mkdir -p "$state/runs/$kind" && cp -rn "$finished/$kind/." "$state/runs/$kind/"; fi
 done
-echo "- carried in: $finished_runs finished paper runs (precision $precision) from $finished" >> "$summary"
+echo "- carried in: $finished_runs finished paper runs (precision $precision) and $(table1_runs_in "$finished/table1")" \
+     "finished Table 1 runs (precision $table1_precision) from $finished" >> "$summary"
 
 echo >> "$summary"
 echo "| step | seconds | exit | result |" >> "$summary"
@@ -262,6 +270,7 @@ done
   echo
   echo "Finished runs now: $(ls "$state"/runs/paper/*/result.json 2>/dev/null | wc -l) of the paper sweep's 30 (in" \
        "$out/finished/, also in results.tar.gz: commit them to benchmarks/gpu_finished/ for the next loan)."
+  echo "Table 1 runs finished now: $(table1_runs_in "$state/runs/table1") of 40 (the same)."
   echo
   echo "## Runs"
   echo '```'

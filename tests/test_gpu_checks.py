@@ -73,7 +73,7 @@ def test_the_dry_run_counts_the_runs_finished_in_earlier_loans_and_pins_their_pr
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"1 paper runs (precision {precision})" in done.stdout
     assert f"--precision {precision} --device cuda" in done.stdout
-    assert "1 Table 1 result files (precision fp32)" in done.stdout
+    assert "4 Table 1 runs (precision fp32)" in done.stdout
     assert "--stack-size 10 --precision fp32 --device cuda" in done.stdout
 
 
@@ -81,7 +81,15 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     """A run on a machine that says it has a GPU (a stand-in python answers the script's CUDA check; the runs
     themselves then fail at once, seeing none): the finished runs of earlier loans go into the state folder at the
     start and, with the ones finished now, into <out>/finished at the end; a checkpoint never does."""
+    from dataclasses import replace
+
+    from joma_lib.theory.table1.runs import CONFIGS
+    from joma_lib.theory.table1.stacked_run import run_table1_stacked
+
     _finished_run(tmp_path / "finished" / "paper", tiny_run, tiny_run_data)
+    table1 = replace(CONFIGS["check"], precision="fp32")  # a stack of 3 Table 1 runs finished in an earlier loan
+    assert run_table1_stacked(table1, "cpu", tmp_path / "finished" / "table1", stop_after=table1.steps,
+                              stack_size=3) is None
     stopped = tmp_path / "state" / "runs" / "paper" / "stopped"  # an unfinished run of this loan
     stopped.mkdir(parents=True)
     (stopped / "checkpoint.pt").write_bytes(b"weights")
@@ -106,6 +114,8 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
         "result.json", "result.json.sha256", "result.npz", "result.npz.sha256"]
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "carried in: 1 finished paper runs" in summary and "Finished runs now: 1 of" in summary
+    assert "and 3 finished Table 1 runs (precision fp32)" in summary and "Table 1 runs finished now: 3 of 40" in summary
+    assert [p.name for p in (tmp_path / "out" / "finished" / "table1").iterdir()] == ["stack-0-3.npz"]
     assert "## tests: what failed\n```\nFAILED tests/test_x.py::test_y - AssertionError: no\n```" in summary
     # what the device tool brings back (at most 8 files): the summary and one archive of everything else
     assert sorted(p.name for p in (tmp_path / "pack").iterdir()) == ["results.tar.gz", "summary.md"]
