@@ -22,7 +22,6 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
-
 from joma_lib.base.cpu import cache_file
 from joma_lib.base.io import atomic_path
 
