@@ -114,3 +114,29 @@ def test_no_module_of_the_library_loads_torchs_compiler_when_imported():
             "print(sorted(name for name in sys.modules if name.startswith('torch._dynamo')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_deferred_ctrl_c_is_recorded_once_and_a_second_one_raises():
+    import os
+    import signal
+    import threading
+
+    from joma_lib.base.startup import deferred_interrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt() as interrupted:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert interrupted == [signal.SIGINT]  # recorded, not raised: the caller saves first
+            os.kill(os.getpid(), signal.SIGINT)  # a second one: at once
+    assert signal.getsignal(signal.SIGINT) is before
+    seen: list[list[int]] = []
+
+    def elsewhere() -> None:  # no handler can be set outside the main thread: nothing deferred, nothing changed
+        with deferred_interrupt() as interrupted:
+            seen.append(interrupted)
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    assert seen == [[]] and signal.getsignal(signal.SIGINT) is before

@@ -119,3 +119,35 @@ def test_checkpoints_slow_to_write_are_written_less_often_and_always_where_a_cal
     resumed = run_table1_stacked(TINY, "cpu", out=tmp_path, every=1)
     assert whole is not None and resumed is not None
     np.testing.assert_array_equal(resumed.losses, whole.losses)
+
+
+@pytest.mark.parametrize("at, stopped", [(50, "stopped at step 100 of 250, checkpointed"),  # inside a stack's steps
+                                         (245, "stopped after its runs 0-1, finished")])  # in its last chunk
+def test_a_ctrl_c_stops_at_the_end_of_its_chunk_with_everything_kept(tmp_path, monkeypatch, at, stopped) -> None:
+    """A Ctrl-C (a real SIGINT to this process) during step ``at`` of the first of two stacks: the stack trains to
+    the end of its chunk of 100 steps and checkpoints there (or, in its last chunk, finishes and is saved), then
+    stops with one line naming where; resumed, the table ends with the numbers of an uninterrupted run."""
+    import os
+    import signal
+
+    from joma_lib.theory.table1 import stacked_run
+
+    config = replace(TINY, steps=250)
+    whole = run_table1_stacked(config, "cpu", stack_size=2)
+    losses_of = stacked_run.training_losses(False)
+    calls = [0]
+
+    def interrupting(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return losses_of(*args, **kwargs)
+
+    monkeypatch.setattr(stacked_run, "training_losses", lambda compiled: interrupting)
+    with pytest.raises(KeyboardInterrupt, match=stopped):
+        run_table1_stacked(config, "cpu", out=tmp_path, every=10**6, stack_size=2)
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
+    resumed = run_table1_stacked(config, "cpu", out=tmp_path, stack_size=2)
+    assert whole is not None and resumed is not None
+    np.testing.assert_array_equal(resumed.losses, whole.losses)

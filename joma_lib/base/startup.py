@@ -11,10 +11,13 @@ for an interrupt, distinct from a failure.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 INTERRUPTED_EXIT = 130
@@ -103,3 +106,25 @@ def command(body: Callable[[], int], interrupted: str = "nothing half-written wa
         where = f"{' '.join(str(err).split())}; " if str(err) else ""
         print(f"interrupted: {where}{interrupted}; run the same command again", file=sys.stderr)
         return INTERRUPTED_EXIT
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[list[int]]:
+    """Inside the block a first Ctrl-C (SIGINT) is not raised but recorded in the list the block receives, so that
+    a long computation stops at a point where its state is whole and saves it first; a second Ctrl-C raises at
+    once. Outside the main thread, where no signal handler can be set, nothing is deferred."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if caught:
+            raise KeyboardInterrupt
+        caught.append(signum)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield caught
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -4,7 +4,8 @@ The runs (:func:`~joma_lib.theory.table1.stacked.stack_runs`, in a fixed order) 
 consecutive runs, of a chosen size (all in one by default) or of the size a :data:`StackSizes` gives for the runs
 waiting (sized to the time left: :mod:`joma_lib.theory.table1.stack_plan`). With an output folder each stack is
 saved every ``every`` steps, or less often where writing it would take more than
-:data:`~joma_lib.base.stack_time.CHECKPOINT_SHARE` of the time, and where a call stops, atomically
+:data:`~joma_lib.base.stack_time.CHECKPOINT_SHARE` of the time, and where a call stops (at ``stop_after``, or at
+the end of the chunk of steps in which a Ctrl-C came: :func:`~joma_lib.base.startup.deferred_interrupt`), atomically
 (:func:`checkpoint_path`: the stacked parameters, the Adam state, every run's generator states and losses so far);
 a later call with the same folder resumes it first and ends with the
 numbers of an uninterrupted run. A finished stack leaves its runs' scores and losses (:func:`stack_result_path`,
@@ -33,6 +34,7 @@ from joma_lib.base.device import pinned_threads, resolve_device
 from joma_lib.base.precision import numerics as precision_numerics
 from joma_lib.base.precision import resolve
 from joma_lib.base.stack_time import CHECKPOINT_SHARE
+from joma_lib.base.startup import deferred_interrupt
 from joma_lib.base.io import atomic_path, checksum_path, load_torch_checked, save_torch_checked, write_npz
 from joma_lib.theory.table1.model import (
     RunResult,
@@ -208,13 +210,15 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
             results.update(_read_stack(stack_result_path(out, first, stop), config, runs[first:stop]))
         started = _stack_files(out, "pt", len(runs))
     keep_freed_memory()
-    with numerics(config, dev):
+    # Ctrl-C: the stack stops at the end of its chunk of steps, checkpointed; one that finishes its steps is saved
+    with numerics(config, dev), deferred_interrupt() as interrupted:
         spans = _stacks(runs, results, started, size_of)
         while (span := None if budget == 0 else next(spans, None)) is not None:  # no plan once the budget is spent
             first, stop = span
             stack = runs[first:stop]
             checkpoint = None if out is None else checkpoint_path(out, first, stop)
-            trained, used = _train_stack(config, stack, dev, checkpoint, every, budget, progress, compiled)
+            trained, used = _train_stack(config, stack, dev, checkpoint, every, budget, progress, compiled,
+                                         interrupted)
             if trained is None:
                 return None
             budget = None if budget is None else budget - used
@@ -223,6 +227,9 @@ def run_table1_stacked(config: Table1Config, device: str | None = None, out: Pat
                 checkpoint_path(out, first, stop).unlink(missing_ok=True)
                 checksum_path(checkpoint_path(out, first, stop)).unlink(missing_ok=True)
             results.update(trained)
+            if interrupted and len(results) < len(runs):
+                raise KeyboardInterrupt(f"Table 1 stopped after its runs {first}-{stop - 1}, finished"
+                                        + ("" if out is None else f" and kept in {out}"))
     if len(results) < len(runs):
         return None
     outcome = StackedOutcome(table_of(config, results),
@@ -253,9 +260,12 @@ def _stacks(runs: list[Run], results: dict[RunKey, RunResult], started: list[tup
 
 
 def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, checkpoint: Path | None, every: int,
-                 budget: int | None, progress: bool, compiled: bool) -> tuple[dict[RunKey, RunResult] | None, int]:
+                 budget: int | None, progress: bool, compiled: bool, interrupted: list[int]
+                 ) -> tuple[dict[RunKey, RunResult] | None, int]:
     """Train one stack (resuming from ``checkpoint`` where it exists) for at most ``budget`` steps, and score its
-    runs once it has done all; returns them (None if it has not) and the number of steps trained."""
+    runs once it has done all; returns them (None if it has not) and the number of steps trained. Once
+    ``interrupted`` holds a Ctrl-C, the stack stops at the end of its chunk of steps, checkpointed, and raises
+    ``KeyboardInterrupt`` naming the step."""
     params = stack_parameters([setup_run(config, *run.setting, run.seed, dev)[2] for run in runs])
     optimizer = torch.optim.Adam(params.values(), lr=config.lr, weight_decay=config.weight_decay, foreach=True)
     losses = torch.zeros(len(runs), config.steps, device=dev)
@@ -281,12 +291,15 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
         end = chunk.start + len(draws)
         if bar is not None:
             bar.update(len(draws))
-        due = end == stop or (end % every == 0 and time.monotonic() - last_save >= wait)
+        due = end == stop or bool(interrupted) or (end % every == 0 and time.monotonic() - last_save >= wait)
         if checkpoint is not None and due and end < config.steps:
             began = time.monotonic()
             _save_checkpoint(checkpoint, config, runs, params, optimizer, losses[:, :end], end, chunk.states)
             last_save = time.monotonic()
             wait = (last_save - began) / CHECKPOINT_SHARE  # checkpoints take at most this share of the time
+        if interrupted and end < config.steps:
+            raise KeyboardInterrupt(f"Table 1's stack of {len(runs)} run(s) stopped at step {end} of {config.steps}"
+                                    + ("" if checkpoint is None else f", checkpointed in {checkpoint}"))
     if bar is not None:
         bar.close()
     if stop < config.steps:
@@ -295,7 +308,7 @@ def _train_stack(config: Table1Config, runs: list[Run], dev: torch.device, check
 
 
 def score_runs(config: Table1Config, runs: list[Run], params: dict[str, torch.Tensor], losses: np.ndarray,
-           dev: torch.device) -> dict[RunKey, RunResult]:
+               dev: torch.device) -> dict[RunKey, RunResult]:
     """Every run scored on its own network, as the unstacked run scores it: at initialisation, trained, and the
     change."""
     results = {}
