@@ -123,7 +123,7 @@ at_limit() {  # the command of step $1 under a cap of $2 seconds
   local command=$3
   case "$1" in
     paper-lm) command="${command//@FINISH_WITHIN@/$(finish_within)} $(( $2 - 10 ))" ;;
-    paper-table1) command="${command//@FINISH_WITHIN@/$(finish_within)}" ;;  # cut at its cap: 1000 steps a checkpoint
+    paper-table1) command="${command//@FINISH_WITHIN@/$(finish_within)}" ;;  # at its cap, SIGINT: checkpointed
     verify) command="${command//@VERIFY_SECONDS@/$(( $2 - 40 > $2 / 2 ? $2 - 40 : $2 / 2 ))}" ;;
   esac
   echo "$command"
