@@ -40,6 +40,13 @@ def on_gpu() -> bool:
     return resolve_device().type == "cuda"
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (a GPU runs it asynchronously; a CPU has nothing queued): what a timing
+    of GPU work must do before it reads the clock."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 @contextmanager
 def pinned_threads(threads: int | None) -> Iterator[None]:
     """Run the block with ``torch.set_num_threads(threads)``, restoring the caller's count after.

@@ -85,10 +85,10 @@ def remembered_cost(folder: Path, key: Mapping[str, Any], runs: int, device: tor
     except (OSError, ValueError, TypeError, KeyError):
         pass  # none kept, or unreadable: measured again
     cost = measure()
+    record = {"measured_at": clock(), "key": dict(key), "cost": dataclasses.asdict(cost)}  # type: ignore[call-overload]
     try:
         with atomic_path(path) as tmp:
-            tmp.write_text(json.dumps({"measured_at": clock(), "key": dict(key),
-                                       "cost": dataclasses.asdict(cost)}, default=str) + "\n")  # type: ignore[call-overload]
+            tmp.write_text(json.dumps(record, default=str) + "\n")
     except OSError:
         pass
     return cost, True

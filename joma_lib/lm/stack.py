@@ -31,7 +31,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from joma_lib.base.device import pinned_threads, resolve_device
+from joma_lib.base.device import pinned_threads, resolve_device, synchronize
 from joma_lib.base.memory import keep_freed_memory
 from joma_lib.lm.config import DEFAULT_THREADS, WIKITEXT2_VOCAB, RunConfig
 from joma_lib.lm.data import LMData, get_chunk, load_lm_data, n_chunks
@@ -128,8 +128,7 @@ def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads:
             probes[precision][0].warm_up(*probes[precision][1:])  # a GPU step is captured: time its replays
         stepper, x, y = probes[precision]
         stepper.step(x, y)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        synchronize(device)
 
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         precision = resolve("auto", device, {**run_shapes(first, device), "stacked": len(group)}, threads, step)

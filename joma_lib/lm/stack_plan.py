@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from joma_lib.base.device import synchronize
 from joma_lib.base.stack_time import PLAN_SHARE, linear_in_runs
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.data import LMData, n_chunks
@@ -93,10 +94,6 @@ def waiting(configs: Sequence[RunConfig], out_dir: str | Path) -> list[RunConfig
     return [c for c in configs if not any((out / c.name / f).exists() for f in ("result.json", "checkpoint.pt"))]
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 
 def _time_stack(group: Sequence[RunConfig], data: LMData, device: torch.device) -> tuple[float, float]:
     """Seconds of one training step and of one evaluation (every chunk it reads, and the stable ranks) of the
@@ -104,11 +101,11 @@ def _time_stack(group: Sequence[RunConfig], data: LMData, device: torch.device) 
     first = group[0]
     stepper, x, y = probe_stack(group, len(data.vocab), device, first.precision)
     stepper.warm_up(x, y)  # a GPU step is captured: time its replays
-    _synchronize(device)
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(TIMED_STEPS):
         stepper.step(x, y)
-    _synchronize(device)
+    synchronize(device)
     step = (time.perf_counter() - start) / TIMED_STEPS
     valid = data.valid.to(device)
     chunks = n_chunks(valid, first.seq_len)
@@ -117,7 +114,7 @@ def _time_stack(group: Sequence[RunConfig], data: LMData, device: torch.device) 
     start = time.perf_counter()
     evaluate_stack(stepper.model, valid, first.seq_len, timed)
     stable_ranks(stepper.model)
-    _synchronize(device)
+    synchronize(device)
     return step, (time.perf_counter() - start) * chunks / timed
 
 

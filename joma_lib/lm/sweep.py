@@ -87,7 +87,8 @@ def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, p
                 cost, now = remembered_cost(Path(out_dir), {"lm": dict(stack_key(measured[0]))}, len(measured), dev,
                                             StackCost, lambda: measure_cost(measured, data, dev))
                 costs[stack_key(group[0])] = cost
-                log(f"{'timed' if now else 'timed earlier'} on {dev.type}, {cost.layers} layer(s): a step {1e3 * cost.step[0]:.2f} ms for one run, "
+                when = "timed" if now else "timed earlier"
+                log(f"{when} on {dev.type}, {cost.layers} layer(s): a step {1e3 * cost.step[0]:.2f} ms for one run, "
                     f"{1e3 * cost.step[1]:.2f} ms for {cost.runs}; an evaluation {cost.evaluation[0]:.2f} s and "
                     f"{cost.evaluation[1]:.2f} s")
         shape_costs = [costs[stack_key(group[0])] for group in groups]

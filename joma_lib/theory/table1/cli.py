@@ -34,7 +34,7 @@ from pathlib import Path
 from joma_lib.base.device import DEVICE_CHOICES, resolve_device
 from joma_lib.base.io import atomic_path, writable_dir
 from joma_lib.base.precision import PRECISION_CHOICES
-from joma_lib.base.stack_time import DeadlineReached
+from joma_lib.base.stack_time import CHECKPOINT_SHARE, DeadlineReached
 from joma_lib.theory.table1.model import score_at_init
 from joma_lib.base.startup import command
 from joma_lib.theory.table1.exploration import EXPLORATION_FILE, EXPLORED, explore, select_configuration
@@ -74,7 +74,7 @@ def _main(argv: Sequence[str] | None) -> int:
                         help="with --stack: checkpoint into DIR, resume from it, read a finished DIR back")
     parser.add_argument("--every", default=None,
                         help=f"with --out: steps between checkpoints (default {EVERY}; fewer where writing them would "
-                             "take over 5%% of the time)")
+                             f"take over {100 * CHECKPOINT_SHARE:.0f}%% of the time)")
     parser.add_argument("--stop-after", default=None, metavar="N",
                         help="with --out: stop once this call has trained N steps (checkpointed), to resume later")
     parser.add_argument("--precision", default="fp32",

@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from joma_lib.base.device import synchronize
 from joma_lib.base.stack_time import PLAN_SHARE, DeadlineReached, linear_in_runs, remembered_cost
 from joma_lib.base.validation import check_float, check_int
 from joma_lib.theory.table1.model import Table1Config, training_precision
 from joma_lib.theory.table1.runs import config_record
 from joma_lib.theory.table1.stacked import stack_runs
-from joma_lib.theory.table1.stacked_run import probe_stack, probe_step, score_runs
+from joma_lib.theory.table1.stacked_run import ProbeStack, probe_stack, probe_step, score_runs
 
 #: steps timed (after :data:`WARMUP_STEPS`) for each stack size measured
 TIMED_STEPS = 5
@@ -58,15 +59,9 @@ class Table1StackCost:
         return max((r for r in range(1, self.runs + 1) if self.seconds(r) <= PLAN_SHARE * seconds), default=0)
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
-
-def _time_step(config: Table1Config, n_runs: int, device: torch.device) -> float:
-    """Seconds of one training step of a stack of the first ``n_runs`` runs (a throw-away stack), in the
-    configuration's training precision."""
-    probe = probe_stack(config, n_runs, device)
+def _time_step(probe: ProbeStack, config: Table1Config, device: torch.device) -> float:
+    """Seconds of one training step of the throw-away stack ``probe``, in the configuration's training precision."""
     with training_precision(config, device):
         for _ in range(WARMUP_STEPS):
             probe_step(probe)
@@ -78,28 +73,31 @@ def _time_step(config: Table1Config, n_runs: int, device: torch.device) -> float
 
 def measure_cost(config: Table1Config, n_runs: int, device: torch.device) -> Table1StackCost:
     """The :class:`Table1StackCost` of stacks of up to ``n_runs`` of ``config``'s runs, timed on ``device`` in its
-    training precision; the global random state is left as it was."""
+    training precision: the stack of one run is built, stepped and scored (its run's cost outside its steps), that
+    of ``n_runs`` built and stepped; the global random state is left as it was."""
     n_runs = check_int("n_runs", n_runs, 1, len(stack_runs(config)))
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        one = _time_step(config, 1, device)
-        every = one if n_runs == 1 else _time_step(config, n_runs, device)
         start = time.perf_counter()
         probe = probe_stack(config, 1, device)
+        built = time.perf_counter() - start
+        one = _time_step(probe, config, device)
+        start = time.perf_counter()
         score_runs(config, stack_runs(config)[:1], probe.params, np.zeros((1, config.steps)), device)
-        _synchronize(device)
-        per_run = time.perf_counter() - start
+        synchronize(device)
+        per_run = built + time.perf_counter() - start
+        every = one if n_runs == 1 else _time_step(probe_stack(config, n_runs, device), config, device)
     if device.type == "cuda":
         torch.cuda.empty_cache()  # the throw-away stacks' memory
     return Table1StackCost(n_runs, config.steps, (one, every), per_run)
 
 
 class FittedSizes:
-    """The stack sizes (:data:`~joma_lib.theory.table1.stacked_run.StackSizes`) of stacks sized to finish within
-    ``finish_within`` seconds from now, at most ``cap`` runs each, for the runs' folder ``out``: given the runs waiting, as many as finish within
-    :data:`PLAN_SHARE` of the time then left (measured once, :func:`measure_cost`, at the largest size then
-    wanted, or taken from the cache); raises :class:`~joma_lib.base.stack_time.DeadlineReached` when not even one
-    run does. Each plan and
-    each stack's time against its plan go to ``log``."""
+    """The stack sizes (:data:`~joma_lib.theory.table1.stacked_run.StackSizes`) of stacks of the runs in ``out``
+    sized to finish within ``finish_within`` seconds from now, at most ``cap`` runs each: given the runs waiting, as
+    many as finish within :data:`PLAN_SHARE` of the time then left (the cost measured once, :func:`measure_cost`,
+    at the largest size then wanted, or kept from an earlier call); raises
+    :class:`~joma_lib.base.stack_time.DeadlineReached` when not even one run does. Each plan and each stack's time
+    against its plan go to ``log``."""
 
     def __init__(self, config: Table1Config, device: torch.device, out: Path, finish_within: float,
                  cap: int | None = None, log: Callable[[str], None] = print) -> None:
@@ -116,7 +114,8 @@ class FittedSizes:
         if self.cost is None or self.cost.runs < limit:
             self.cost, now = remembered_cost(self.out, {"table1": config_record(self.config)}, limit, self.device,
                                              Table1StackCost, lambda: measure_cost(self.config, limit, self.device))
-            self.log(f"{'timed' if now else 'timed earlier'} on {self.device.type}: a step {1e3 * self.cost.step[0]:.2f} ms for one run, "
+            when = "timed" if now else "timed earlier"
+            self.log(f"{when} on {self.device.type}: a step {1e3 * self.cost.step[0]:.2f} ms for one run, "
                      f"{1e3 * self.cost.step[1]:.2f} ms for {self.cost.runs}; {self.cost.per_run:.1f} s a run "
                      "outside its steps")
         left = max(self.finish_by - time.time(), 0.0)
