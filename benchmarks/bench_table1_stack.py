@@ -93,7 +93,7 @@ def unstacked_step(config: Table1Config, device: torch.device) -> Callable[[], o
 
     def step() -> float:
         batch = data.sample(config.batch_size, rng)
-        logits, _ = model(torch.from_numpy(batch.tokens).to(device))
+        logits = model(torch.from_numpy(batch.tokens).to(device))
         loss = F.cross_entropy(logits, torch.from_numpy(batch.labels).to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -117,8 +117,7 @@ def stacked_steps(config: Table1Config, n_runs: int, device: torch.device
 
     def one_run_loss(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor,
                      y: torch.Tensor) -> torch.Tensor:
-        logits, _ = functional_call(base, (p, b), (x,))
-        return F.cross_entropy(logits, y)
+        return F.cross_entropy(functional_call(base, (p, b), (x,)), y)
 
     def vmap_step() -> None:
         loss = vmap(one_run_loss, randomness="different")(func_params, buffers, probe.tokens, probe.labels)

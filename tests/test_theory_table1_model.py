@@ -9,6 +9,7 @@ from math import prod
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from joma_lib.theory.combination_hierarchy import CombinationHierarchy
 from joma_lib.chapters.table1.table1 import (
@@ -142,12 +143,37 @@ def test_model_is_causal_and_shapes() -> None:
     torch.manual_seed(0)
     model = HierarchyTransformer(n_vocab=20, n_class=4, n_layers=2, d_model=8, d_hidden=12)
     tokens = torch.randint(0, 20, (3, 7))
-    logits, hiddens = model(tokens)
-    assert logits.shape == (3, 4) and [h.shape for h in hiddens] == [(3, 7, 12)] * 2
+    hiddens = model.hidden_activations(tokens)
+    assert model(tokens).shape == (3, 4) and [h.shape for h in hiddens] == [(3, 7, 12)] * 2
     changed = tokens.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 20
-    _, hiddens2 = model(changed)
+    hiddens2 = model.hidden_activations(changed)
     assert torch.allclose(hiddens[1][:, :-1], hiddens2[1][:, :-1])  # earlier positions do not see the last token
+    assert not torch.allclose(hiddens[1][:, -1], hiddens2[1][:, -1])
+
+
+def test_the_logits_of_the_last_position_alone_are_those_of_every_position() -> None:
+    """The training's logits compute the last block at the last position only; in float64 they and every gradient
+    are those of the network computed at every position, to rounding (1e-12), and the last block's MLP did see
+    one position per sequence."""
+    torch.manual_seed(1)
+    model = HierarchyTransformer(n_vocab=20, n_class=4, n_layers=3, d_model=8, d_hidden=12).double()
+    tokens, labels = torch.randint(0, 20, (5, 9)), torch.randint(0, 4, (5,))
+    seen = []
+    model.blocks[-1].up.register_forward_hook(lambda _module, args, _out: seen.append(args[0].shape))
+    nn.functional.cross_entropy(model(tokens), labels).backward()
+    fast = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    x, mask = model.embedding(tokens), torch.ones(9, 9, dtype=torch.bool).triu(1)
+    for block in model.blocks:
+        x, _ = block(x, mask)
+    full = model.classifier(x[:, -1])
+    nn.functional.cross_entropy(full, labels).backward()
+    assert seen[0] == (5, 1, 8) and seen[-1] == (5, 9, 8)
+    torch.testing.assert_close(model(tokens), full, rtol=0, atol=1e-12)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(fast[name], p.grad, rtol=0, atol=1e-12, msg=name)
+    assert fast["blocks.2.up.weight"].abs().max() > 1e-3  # the last block does learn
 
 
 def test_training_is_deterministic_on_cpu() -> None:

@@ -24,7 +24,15 @@ import torch
 from joma_lib.base.cpu import bf16_support
 from joma_lib.theory.combination_hierarchy import CombinationHierarchy
 from joma_lib.theory.table1.runs import CONFIGS, train_runs
-from joma_lib.theory.table1.stacked import LabelStream, chunk_bounds, stack_runs, token_tables
+from joma_lib.theory.table1.model import HierarchyTransformer
+from joma_lib.theory.table1.stacked import (
+    LabelStream,
+    chunk_bounds,
+    stack_parameters,
+    stack_runs,
+    stacked_logits,
+    token_tables,
+)
 from joma_lib.theory.table1.stacked_run import run_results, run_table1_stacked
 
 LOSS_ATOL = 1e-5
@@ -59,6 +67,17 @@ def test_stacked_runs_match_the_runs_trained_alone_on_the_cpu() -> None:
 def test_stacked_runs_match_the_runs_trained_alone_on_a_gpu() -> None:
     # the CPU's tolerances; the GPU's spread is not measured yet (no GPU at hand when this was written)
     _compare_stacked_with_unstacked("cuda")
+
+
+def test_stacked_logits_are_each_runs_logits() -> None:
+    """In float64 the stack's logits are every run's own (its last layer, too, at the last position only)."""
+    torch.manual_seed(2)
+    models = [HierarchyTransformer(n_vocab=20, n_class=4, n_layers=2, d_model=8, d_hidden=12).double()
+              for _ in range(3)]
+    tokens = torch.randint(0, 20, (3, 5, 9))
+    logits = stacked_logits(stack_parameters(models), tokens, n_layers=2)
+    for r, model in enumerate(models):
+        torch.testing.assert_close(logits[r], model(tokens[r]), rtol=0, atol=1e-12)
 
 
 def test_label_streams_and_token_tables_give_the_unstacked_batches() -> None:

@@ -136,10 +136,15 @@ class Block(nn.Module):
         self.down = nn.Linear(d_hidden, d_model)
         self.norm_mlp = nn.LayerNorm(d_model)
 
-    def forward(self, x: torch.Tensor, causal_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        scores = self.query(x) @ self.key(x).transpose(1, 2) / math.sqrt(x.shape[-1])
-        attention = torch.softmax(scores.masked_fill(causal_mask, float("-inf")), dim=-1)
-        x = self.norm_attention(attention @ self.value(x) + x)
+    def forward(self, x: torch.Tensor, causal_mask: torch.Tensor, first: int = 0
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The outputs of positions ``first`` onwards, ``(n, T - first, d_model)``, and their ReLU hidden: their
+        queries attend to the keys and values of every position before them (each position is computed on its
+        own after the attention, so the positions left out change nothing of the others)."""
+        kept = x[:, first:]
+        scores = self.query(kept) @ self.key(x).transpose(1, 2) / math.sqrt(x.shape[-1])
+        attention = torch.softmax(scores.masked_fill(causal_mask[first:], float("-inf")), dim=-1)
+        x = self.norm_attention(attention @ self.value(x) + kept)
         hidden = torch.relu(self.up(x))
         return self.norm_mlp(self.down(hidden) + x), hidden
 
@@ -153,16 +158,32 @@ class HierarchyTransformer(nn.Module):
         self.blocks = nn.ModuleList(Block(d_model, d_hidden) for _ in range(n_layers))
         self.classifier = nn.Linear(d_model, n_class)
 
-    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Class logits ``(n, n_class)`` and every layer's ReLU hidden activations ``(n, seq_len, d_hidden)``."""
-        T = tokens.shape[1]
-        mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
-        x = self.embedding(tokens)
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Class logits ``(n, n_class)``, what the training reads. The classifier reads the last position, and
+        what reaches it from the last block is that position alone: so the last block computes only the last
+        position: its keys and values at every position, its query, attention and MLP at the last one. The
+        earlier blocks feed every position to the next one's keys and values, so they compute them all. The
+        same logits as computing every position, up to the rounding of the smaller products."""
+        x, mask = self.embedding(tokens), _causal_mask(tokens)
+        for i, block in enumerate(self.blocks):
+            x, _ = block(x, mask, first=tokens.shape[1] - 1 if i == len(self.blocks) - 1 else 0)
+        return self.classifier(x[:, -1])
+
+    def hidden_activations(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """Every layer's ReLU hidden activations at every position, ``(n, seq_len, d_hidden)`` each (what the
+        scores read)."""
+        x, mask = self.embedding(tokens), _causal_mask(tokens)
         hiddens = []
         for block in self.blocks:
             x, hidden = block(x, mask)
             hiddens.append(hidden)
-        return self.classifier(x[:, -1]), hiddens
+        return hiddens
+
+
+def _causal_mask(tokens: torch.Tensor) -> torch.Tensor:
+    """``(T, T)``, True where a query would see a later position (``tokens (n, T)``)."""
+    T = tokens.shape[1]
+    return torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
 
 
 def alignment_score(active: np.ndarray, hidden: np.ndarray, min_corr: float = 0.01) -> float:
@@ -202,7 +223,7 @@ class RunResult(NamedTuple):
 def pooled_hiddens(model: HierarchyTransformer, test: HierarchySample, device: torch.device) -> list[np.ndarray]:
     """Every layer's hidden MLP activations on the test sequences, max-pooled over positions: ``(n, d_hidden)`` each."""
     with torch.no_grad():
-        _, hiddens = model(torch.from_numpy(test.tokens).to(device))
+        hiddens = model.hidden_activations(torch.from_numpy(test.tokens).to(device))
     return [h.amax(dim=1).cpu().numpy() for h in hiddens]
 
 
@@ -303,7 +324,7 @@ def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tupl
             for step in steps:
                 batch = data.sample(config.batch_size, rng)
                 labels = shuffler.permutation(batch.labels) if shuffle_labels else batch.labels
-                logits, _ = model(torch.from_numpy(batch.tokens).to(dev))
+                logits = model(torch.from_numpy(batch.tokens).to(dev))
                 loss = nn.functional.cross_entropy(logits, torch.from_numpy(labels).to(dev))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
