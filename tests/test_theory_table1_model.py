@@ -20,7 +20,7 @@ from joma_lib.chapters.table1.table1 import (
 )
 from joma_lib.kit.registry import get_spec
 from joma_lib.base.precision import PrecisionUnavailableError
-from joma_lib.theory.table1.model import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, TABLE1_SETTINGS, Table1Config, train_and_score, training_precision
+from joma_lib.theory.table1.model import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, step_flops, TABLE1_SETTINGS, Table1Config, train_and_score, training_precision
 from joma_lib.theory.table1.runs import CONFIGS
 
 
@@ -235,3 +235,17 @@ def test_a_precision_the_device_cannot_run_is_refused_before_any_work() -> None:
     """TF32 on a CPU (no TF32 products there): refused by name at the entry, nothing trained."""
     with pytest.raises(PrecisionUnavailableError, match=r"precision tf32 needs tf32.*TF32 products need a CUDA GPU"):
         train_and_score(replace(CONFIGS["check"], precision="tf32"), 2, (10, 20), seed=1, device="cpu")
+
+
+def test_step_flops_counts_the_products_of_a_training_step() -> None:
+    """step_flops against torch's own count of a real step's matrix products (forward and backward)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = replace(CONFIGS["check"], n_layers=3, seq_len=6, batch_size=4)
+    torch.manual_seed(0)
+    model = HierarchyTransformer(config.n_vocab, config.n_class, config.n_layers, config.d_model, config.d_hidden)
+    tokens = torch.randint(0, config.n_vocab, (config.batch_size, config.seq_len))
+    labels = torch.randint(0, config.n_class, (config.batch_size,))
+    with FlopCounterMode(display=False) as counter:
+        nn.functional.cross_entropy(model(tokens), labels).backward()
+    assert step_flops(config) == counter.get_total_flops()

@@ -186,6 +186,20 @@ def _causal_mask(tokens: torch.Tensor) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
 
 
+def step_flops(config: Table1Config) -> int:
+    """Floating-point operations of the matrix products of one training step of one run (forward and backward: a
+    product's backward is two products of its size, one for each input), as :meth:`HierarchyTransformer.forward`
+    computes them: per sequence of ``T`` positions, each layer but the last ``T (3 d^2 + 2 d h)`` multiply-adds
+    for its query, key, value and MLP and ``2 T^2 d`` for its attention (every position's scores and mixed values,
+    masked or not); the last layer ``2 T d^2`` for its keys and values and, at the last position only,
+    ``d^2 + 2 d h + 2 T d``; the classifier ``d C``. Two operations per multiply-add, times 3, times the batch."""
+    T, d, h = config.seq_len, config.d_model, config.d_hidden
+    every_position = T * (3 * d * d + 2 * d * h) + 2 * T * T * d
+    last = 2 * T * d * d + d * d + 2 * d * h + 2 * T * d
+    per_sequence = (config.n_layers - 1) * every_position + last + d * config.n_class
+    return 2 * 3 * config.batch_size * per_sequence
+
+
 def alignment_score(active: np.ndarray, hidden: np.ndarray, min_corr: float = 0.01) -> float:
     """Mean over latents of the best Pearson correlation with a hidden neuron (paper Table 1).
 
