@@ -17,7 +17,8 @@ kernel on the CPU, one call per run. The clip of each run's gradient to norm ``c
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch.optim.adam import adam
@@ -78,6 +79,53 @@ def fused_adam_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], s
     state.steps += 1
 
 
+class Bf16Copies:
+    """bf16 copies of the weights and biases of every layer's linear maps (:meth:`StackedLM.linear_names`), for a
+    step in bf16 autocast.
+
+    Autocast rounds a float32 weight to bf16 at the product that reads it and widens its bf16 gradient back to
+    float32: one kernel each way for each weight and bias, 16 a layer, where a GPU step of this model costs about its
+    number of kernels. Here the copies are made for all of them in one multi-tensor copy a step
+    (``torch._foreach_copy_`` converts as it copies), the products read them as they are (autocast casts nothing
+    already in bf16), and their gradients are widened into float32 buffers in one more. The numbers are autocast's
+    bit for bit: the same weights rounded to bf16, the same products, the gradients widened exactly and laid out as
+    autocast's come.
+    """
+
+    def __init__(self, model: StackedLM) -> None:
+        self.params = model.params
+        names = set(model.linear_names())
+        self.index = [i for i, name in enumerate(self.params) if name in names]
+        self.names = [name for name in self.params if name in names]
+        self.masters = [self.params[name] for name in self.names]
+        self.copies = [p.detach().to(torch.bfloat16).requires_grad_() for p in self.masters]
+        self.widened: list[torch.Tensor] = []
+
+    @contextmanager
+    def in_use(self) -> Iterator[list[torch.Tensor]]:
+        """Inside the block the model reads the copies, made afresh from the float32 weights; yields the tensors to
+        differentiate the loss by: the model's parameters, the copies in the place of those copied."""
+        with torch.no_grad():
+            torch._foreach_copy_(self.copies, self.masters)
+        self.params.update(zip(self.names, self.copies, strict=True))
+        try:
+            yield list(self.params.values())
+        finally:
+            self.params.update(zip(self.names, self.masters, strict=True))
+
+    def widen(self, grads: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The gradients by the tensors :meth:`in_use` yielded, those of the copies widened to float32."""
+        low = [grads[i] for i in self.index]
+        if not self.widened:  # once: buffers laid out as the gradients come (kept for a captured graph)
+            self.widened = [torch.empty_strided(g.shape, g.stride(), dtype=torch.float32, device=g.device)
+                            for g in low]
+        torch._foreach_copy_(self.widened, low)
+        out = list(grads)
+        for i, wide in zip(self.index, self.widened, strict=True):
+            out[i] = wide
+        return out
+
+
 class StackStep:
     """The step of a stack: ``step(x, y)`` trains every run on the batch ``x -> y`` and adds each run's loss
     to ``running`` (``[R]``, on the device). On a GPU it is captured as a CUDA graph per sequence length after
@@ -94,14 +142,20 @@ class StackStep:
         self.mode = "cuda-graph" if capture and self.device.type == "cuda" else "eager"
         self._graphs: dict[tuple[int, ...], tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]] = {}
         self._eager_steps: dict[tuple[int, ...], int] = {}
+        self._copies = Bf16Copies(model) if precision == "bf16" else None
 
     def _body(self, x: torch.Tensor, y: torch.Tensor) -> None:
         masks = self.model.masks
         if isinstance(masks, CounterMasks):
             masks.start_step(tuple(x.shape))
-        with numerics(self.precision, self.device):
-            losses = self.model.losses(x, y)
-        grads = torch.autograd.grad(losses.sum(), self.params)
+        if self._copies is None:
+            with numerics(self.precision, self.device):
+                losses = self.model.losses(x, y)
+            grads = list(torch.autograd.grad(losses.sum(), self.params))
+        else:
+            with numerics(self.precision, self.device), self._copies.in_use() as inputs:
+                losses = self.model.losses(x, y)
+            grads = self._copies.widen(torch.autograd.grad(losses.sum(), inputs))
         clip_(grads, self.clip)
         fused_adam_(self.params, grads, self.state, self.lr)
         with torch.no_grad():

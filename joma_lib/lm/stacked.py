@@ -178,6 +178,10 @@ def _layer_norm(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
     return F.layer_norm(h, h.shape[-1:]) * weight.unsqueeze(1) + bias.unsqueeze(1)
 
 
+LAYER_LINEARS = ("self_attn.in_proj", "self_attn.out_proj", "linear1", "linear2")
+"""The linear maps of a layer (:class:`~joma_lib.lm.model.PostLNLayer`), each with a weight and a bias."""
+
+
 class StackedLM:
     """``R`` runs of :class:`~joma_lib.lm.model.TransformerLM` as one model (see the module docstring).
 
@@ -226,12 +230,13 @@ class StackedLM:
         x = x * math.sqrt(self.d)
         x = self._drop((x.view(R, B, T, self.d) + self.pe[:T]).view(R, B * T, self.d), training)
         maps = []
+        mask = causal_mask(T, tokens.device)  # one for every layer
+        written_out = (training and self.dropout > 0) or return_attention  # the attention as written, not SDPA's
         for i in range(self.n_layers):
             q, k, v = (t.reshape(R * B, T, self.d) for t in _linear(
                 x, p[f"layers.{i}.self_attn.in_proj.weight"], p[f"layers.{i}.self_attn.in_proj.bias"]).chunk(3, -1))
-            drop_attention = training and self.dropout > 0
-            if drop_attention or return_attention:
-                scores = q @ k.transpose(-2, -1) / math.sqrt(self.d) + causal_mask(T, tokens.device)
+            if written_out:
+                scores = q @ k.transpose(-2, -1) / math.sqrt(self.d) + mask
                 attn = scores.softmax(dim=-1)
                 if return_attention:
                     maps.append(attn.view(R, B, T, T))
@@ -273,6 +278,12 @@ class StackedLM:
     def _param_dtype(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` in the parameters' dtype (the loss of bf16 logits is taken in fp32)."""
         return x.to(self.params["decoder.weight"].dtype)
+
+    def linear_names(self) -> list[str]:
+        """The names of every layer's linear maps' weights and biases: the parameters whose products bf16 autocast
+        runs in bf16 (the layer norms, the embedding and the read-out keep theirs in float32)."""
+        return [f"layers.{i}.{linear}.{kind}" for i in range(self.n_layers) for linear in LAYER_LINEARS
+                for kind in ("weight", "bias")]
 
     def lower_mlp_weights(self) -> list[torch.Tensor]:
         """``W_1`` of every layer, ``[R, d_ff, d]`` each (the matrices of the stable-rank curve)."""
