@@ -64,35 +64,39 @@ def test_evaluation_and_stable_ranks_match_the_unstacked_measurements():
 def test_a_runs_counter_masks_do_not_depend_on_the_runs_beside_it_and_change_with_step_and_site():
     together = CounterMasks([7, 8, 9], step=5, device=torch.device("cpu"))
     alone = CounterMasks([8], step=5, device=torch.device("cpu"))
-    first, second = together.bits(100).view(3, 100), together.bits(100).view(3, 100)
-    assert torch.equal(first[1], alone.bits(100))
+    first, second = together.multipliers(100, torch.float32, 0.5), together.multipliers(100, torch.float32, 0.5)
+    assert first.shape == (3, 100) and torch.equal(first[1], alone.multipliers(100, torch.float32, 0.5)[0])
     assert not torch.equal(first[1], second[1])  # next site
     together.start_step()
     together.advance()
-    assert not torch.equal(together.bits(100).view(3, 100)[1], first[1])  # next step, same site
+    assert not torch.equal(together.multipliers(100, torch.float32, 0.5)[1], first[1])  # next step, same site
+    assert set(first.unique().tolist()) == {0.0, 2.0}  # kept entries scaled by 1 / (1 - p)
     # the bits are uniform: each of the 16 bits of a word is set about half the time
-    words = CounterMasks([1], 0, torch.device("cpu")).bits(40_000).to(torch.int32) & 0xFFFF
-    ones = torch.stack([(words >> b) & 1 for b in range(16)]).float().mean(dim=1)
+    words = CounterMasks([1], 0, torch.device("cpu")).words(0, 40_000).to(torch.int32) & 0xFFFF
+    ones = torch.stack([(words >> b) & 1 for b in range(16)]).float().mean(dim=(1, 2))
     assert torch.all((ones - 0.5).abs() < 0.01)
 
 
-def test_counter_masks_drawn_all_at_once_are_the_masks_drawn_site_by_site():
-    """After the first step of a shape (site by site, sizes recorded), later steps of that shape hash every site's
-    words at once: the same bits, step after step; a step of another shape is drawn site by site again."""
-    sizes = [100, 37, 250, 1]
+def test_counter_masks_made_all_at_once_are_the_masks_made_site_by_site():
+    """After the first step of a shape (site by site, its sites recorded), later steps of that shape hash every
+    site's words at once and make the masks of each dtype and rate at once: the same bits, step after step, with
+    sites of two dtypes and two rates interleaved; a step of another shape is drawn site by site again."""
+    sites = [(100, torch.float32, 0.2), (37, torch.bfloat16, 0.2), (250, torch.float32, 0.2), (1, torch.bfloat16, 0.2),
+             (64, torch.float32, 0.5)]
     batched = CounterMasks([7, 8, 9], step=5, device=torch.device("cpu"))
     for step in range(5, 8):
         by_site = CounterMasks([7, 8, 9], step=step, device=torch.device("cpu"))  # never plans: no key
         batched.start_step(("B", "T"))
-        assert (batched._words is not None) == (step > 5)
-        for n in sizes:
-            assert torch.equal(batched.bits(n), by_site.bits(n))
+        assert (batched._masks is not None) == (step > 5)
+        for n, dtype, p in sites:
+            mask = batched.multipliers(n, dtype, p)
+            assert mask.dtype == dtype and torch.equal(mask, by_site.multipliers(n, dtype, p))
         batched.advance()
     batched.start_step(("other",))
-    assert batched._words is None
+    assert batched._masks is None
     batched.start_step(("B", "T"))
-    with pytest.raises(ValueError, match="site 0 .* draws 99 entries, where the first such step drew 100"):
-        batched.bits(99)
+    with pytest.raises(ValueError, match=r"site 0 .* draws _Site\(n=99.*where the first such step drew _Site\(n=100"):
+        batched.multipliers(99, torch.float32, 0.2)
 
 
 @pytest.mark.bf16  # traced under bf16 autocast, as a GPU trains

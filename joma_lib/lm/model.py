@@ -149,7 +149,7 @@ _STRUCT_OF = {torch.float16: ("e", "H"), torch.float32: ("f", "I"), torch.float6
 
 
 def mask_constants(p: float, dtype: torch.dtype) -> tuple[int, int]:
-    """``(k, bits)`` of :func:`apply_mask_bits`: ``s = 1 / (1 - p)`` rounded to ``dtype`` as torch rounds a Python
+    """``(k, bits)`` of :func:`mask_multipliers`: ``s = 1 / (1 - p)`` rounded to ``dtype`` as torch rounds a Python
     float (bf16: fp32 rounded to nearest even on its upper 16 bits), ``k = round(2^15 / s)`` and the bit pattern
     of ``s`` as a signed integer of the dtype's width. Plain Python, no tensor, and a constant to a compiled model
     (:func:`trace_mask_constants_as_constant`): reading a tensor's value back would end the graph at every dropout."""
@@ -178,12 +178,13 @@ def bits_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
 
     torch's CPU dropout draws its mask with ``bernoulli_`` (~8 ns an entry here). Here one
     ``random_`` call fills 64 bits per 4 entries (:func:`draw_mask_bits`), from which
-    :func:`apply_mask_bits` keeps each entry iff its 15 bits fall below a threshold (~5x faster than ``bernoulli_``).
+    :func:`mask_multipliers` keeps each entry iff its 15 bits fall below a threshold (~5x faster than ``bernoulli_``).
     """
     check_float("p", p, 0, 1, high_open=True)
     if p == 0:
         return x
-    return apply_mask_bits(x, draw_mask_bits(x.numel(), x.device).view(torch.int16), p)
+    words = draw_mask_bits(x.numel(), x.device).view(torch.int16)[: x.numel()]
+    return x * mask_multipliers(words, p, x.dtype).view(x.shape)
 
 
 def draw_mask_bits(n: int, device: torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -192,19 +193,19 @@ def draw_mask_bits(n: int, device: torch.device, generator: torch.Generator | No
     return torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None, generator=generator)
 
 
-def apply_mask_bits(x: torch.Tensor, words: torch.Tensor, p: float) -> torch.Tensor:
-    """``x * m`` for the mask ``m`` that the random int16 ``words`` (at least ``x.numel()``, one per entry) encode.
+def mask_multipliers(words: torch.Tensor, p: float, dtype: torch.dtype) -> torch.Tensor:
+    """The mask ``m`` (``s`` or 0, in ``dtype``) that the random int16 ``words`` encode, one entry per word.
 
     Each entry's 16 bits, shifted right once, give a uniform integer ``u`` in ``[0, 2^15)`` (offset by ``-2^14``
     in the int16 arithmetic), kept iff ``u < k``; the sign of ``u - k`` selects the bit pattern of ``s`` or of 0,
-    so no boolean tensor is formed. ``s = 1 / (1 - p)`` rounded to ``x``'s dtype and ``k = round(2^15 / s)``, so
+    so no boolean tensor is formed. ``s = 1 / (1 - p)`` rounded to ``dtype`` and ``k = round(2^15 / s)``, so
     ``E[m] = k s / 2^15 = 1`` to within ``s / 2^16`` and the drop rate is ``p`` to within ``2^-15`` plus the
     rounding of ``s`` (none for p = 0.2: s = 1.25 is exact in bf16).
     """
-    keep, scale_bits = mask_constants(p, x.dtype)
-    u = words[: x.numel()].view(x.shape) >> 1  # uniform in [-2^14, 2^14)
-    keep_all_ones = ((u - (keep - 2**14)) >> 15).to(_INT_OF_WIDTH[x.element_size()])  # -1 where u < k, else 0
-    return x * (keep_all_ones & scale_bits).view(x.dtype)
+    keep, scale_bits = mask_constants(p, dtype)
+    u = words >> 1  # uniform in [-2^14, 2^14)
+    keep_all_ones = ((u - (keep - 2**14)) >> 15).to(_INT_OF_WIDTH[dtype.itemsize])  # -1 where u < k, else 0
+    return (keep_all_ones & scale_bits).view(dtype)
 
 
 def draws_bits_masks(x: torch.Tensor, p: float) -> bool:

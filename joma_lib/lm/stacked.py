@@ -14,7 +14,7 @@ run's masks from one generator. Written out, the forward pass of the stack reads
 step reads a value back to the host, so the whole step can be captured as one CUDA graph
 (:mod:`joma_lib.lm.stack`).
 
-The masks (:func:`~joma_lib.lm.model.apply_mask_bits`) come from :class:`GeneratorMasks` on the CPU (each
+The masks (:func:`~joma_lib.lm.model.mask_multipliers`) come from :class:`GeneratorMasks` on the CPU (each
 run's torch generator, continuing its unstacked run's state) and from :class:`CounterMasks` on a GPU
 (a hash of the run's seed, the step and the dropout site: no generator state, so a captured graph replays new
 masks at every step and a resumed run needs nothing but its step).
@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -34,9 +34,9 @@ from joma_lib.lm.data import n_chunks
 from joma_lib.lm.metrics import ENTROPY_EPS
 from joma_lib.lm.model import (
     TransformerLM,
-    apply_mask_bits,
     causal_mask,
     draw_mask_bits,
+    mask_multipliers,
     read_out_loss,
     sinusoidal_positions,
     trace_mask_constants_as_constant,
@@ -48,10 +48,11 @@ EVAL_ELEMENTS = {"cpu": 2**22, "cuda": 2**28}
 
 
 class MaskSource(Protocol):
-    """Where a stack's dropout masks come from: ``bits(n)`` gives the random int16 words of one mask of ``n``
-    entries per run, run after run (``R * n`` words)."""
+    """Where a stack's dropout masks come from: ``multipliers(n, dtype, p)`` gives the mask of one dropout site of
+    ``n`` entries per run at rate ``p``, ``[R, n]`` in ``dtype`` (each entry ``1 / (1 - p)`` or 0:
+    :func:`~joma_lib.lm.model.mask_multipliers`), run after run in the unstacked runs' order."""
 
-    def bits(self, n: int) -> torch.Tensor: ...
+    def multipliers(self, n: int, dtype: torch.dtype, p: float) -> torch.Tensor: ...
 
 
 class GeneratorMasks:
@@ -61,8 +62,9 @@ class GeneratorMasks:
         self.generators = list(generators)
         self.device = device
 
-    def bits(self, n: int) -> torch.Tensor:
-        return torch.cat([draw_mask_bits(n, self.device, g).view(torch.int16)[:n] for g in self.generators])
+    def multipliers(self, n: int, dtype: torch.dtype, p: float) -> torch.Tensor:
+        words = torch.stack([draw_mask_bits(n, self.device, g).view(torch.int16)[:n] for g in self.generators])
+        return mask_multipliers(words, p, dtype)
 
 
 _GOLDEN = 0x9E3779B97F4A7C15 - 2**64  # splitmix64's constants, as signed 64-bit integers
@@ -84,16 +86,18 @@ def mix64(z: torch.Tensor) -> torch.Tensor:
 
 class CounterMasks:
     """Counter-based masks: word ``i`` of dropout site ``s`` at step ``t`` of the run with seed ``seed`` is
-    ``mix64(mix64(seed G + mix64(t G + s)) + i G)`` (``G`` the golden-ratio constant).
+    ``mix64(mix64(seed G + mix64(t G + s)) + i G)`` (``G`` the golden-ratio constant); its four int16 words are
+    the random bits of four entries of the site's mask (:func:`~joma_lib.lm.model.mask_multipliers`).
 
     The step lives on the device (``step``, advanced by :meth:`advance` inside the step), the site is counted
     on the host and restarts at every step (:meth:`start_step`), so a captured step draws new masks at every
     replay, and the masks of a run do not depend on the runs stacked beside it.
 
-    The hash is a chain of a dozen elementwise integer operations, each one kernel on a GPU: drawn site by site,
-    the masks were about 45 kernels a site, 180 of a layer's 410. So the first step of a shape
-    records the sizes of its sites, and every later step of that shape (``start_step(key)``) hashes the words of
-    all its sites at once, to the same bits; :meth:`bits` then hands out their slices in order.
+    The hash and the mask made of it are chains of elementwise integer operations, each one kernel on a GPU: drawn
+    site by site, the masks were about 45 kernels a site, 180 of a layer's 410. So the first step of a shape
+    records its sites (sizes, dtypes, rates), and every later step of that shape (``start_step(key)``) hashes the
+    words of all its sites at once and makes the masks of all sites of one dtype and rate at once, to the same
+    bits; :meth:`multipliers` then hands out their slices in order, views that cost no kernel.
     """
 
     def __init__(self, seeds: Sequence[int], step: int, device: torch.device) -> None:
@@ -104,59 +108,86 @@ class CounterMasks:
         self._golden = torch.tensor(_GOLDEN, dtype=torch.int64, device=device)
         self.site = 0
         self._key: Hashable = None
-        self._sizes: list[int] = []  # the sites drawn so far in this step
+        self._sites: list[_Site] = []  # the sites drawn so far in this step
         self._plans: dict[Hashable, _SitePlan] = {}
-        self._words: torch.Tensor | None = None  # this step's words of every site, [R, W], when planned
+        self._masks: list[torch.Tensor] | None = None  # this step's masks of every group of sites, when planned
 
     def start_step(self, key: Hashable = None) -> None:
-        """A new step, of shape ``key``: if a step of that shape was seen, hash all its sites' words now."""
-        self.site, self._key, self._sizes = 0, key, []
+        """A new step, of shape ``key``: if a step of that shape was seen, make all its sites' masks now."""
+        self.site, self._key, self._sites = 0, key, []
         plan = self._plans.get(key)
-        self._words = None if plan is None else plan.words(self._streams(plan.sites))
+        self._masks = None if plan is None else plan.masks(self._streams(plan.site_ids))
 
     def advance(self) -> None:
         """The step is over: the counter moves on (on the device); a first step of its shape leaves its plan."""
         self.step += 1
         if self._key is not None and self._key not in self._plans:
-            self._plans[self._key] = _SitePlan(self._sizes, self.seeds.device)
+            self._plans[self._key] = _SitePlan(self._sites, self.seeds.device)
 
     def _streams(self, sites: torch.Tensor | int) -> torch.Tensor:
         """Each run's stream of each site, ``[R, len(sites)]`` (``[R, 1]`` for one site given as a number)."""
         return mix64(mix64(self.step * _GOLDEN + sites) + self.seeds[:, None] * _GOLDEN)
 
-    def bits(self, n: int) -> torch.Tensor:
-        site = self.site
+    def words(self, site: int, n: int) -> torch.Tensor:
+        """The random int16 words of site ``site`` of this step, ``n`` per run: ``[R, n]``."""
+        index = torch.arange((n + 3) // 4, dtype=torch.int64, device=self.seeds.device)
+        return mix64(self._streams(site) + index * self._golden).view(torch.int16)[:, :n]
+
+    def multipliers(self, n: int, dtype: torch.dtype, p: float) -> torch.Tensor:
+        site, drawn = self.site, _Site(n, dtype, p)
         self.site += 1
-        if self._words is not None:
-            plan = self._plans[self._key]
-            if plan.sizes[site:site + 1] != [n]:
-                raise ValueError(f"dropout site {site} of a step of shape {self._key} draws {n} entries, where the "
-                                 f"first such step drew {plan.sizes[site] if site < len(plan.sizes) else 'none'}")
-            words = self._words[:, plan.offsets[site]:plan.offsets[site + 1]]
-        else:
-            self._sizes.append(n)
-            index = torch.arange((n + 3) // 4, dtype=torch.int64, device=self.seeds.device)
-            words = mix64(self._streams(site) + index * self._golden)
-        return words.view(torch.int16)[:, :n].reshape(-1)
+        if self._masks is None:
+            self._sites.append(drawn)
+            return mask_multipliers(self.words(site, n), p, dtype)
+        plan = self._plans[self._key]
+        if plan.sites[site:site + 1] != [drawn]:
+            raise ValueError(f"dropout site {site} of a step of shape {self._key} draws {drawn}, where the first "
+                             f"such step drew {plan.sites[site] if site < len(plan.sites) else 'none'}")
+        group, start = plan.where[site]
+        return self._masks[group][:, start:start + n]
+
+
+class _Site(NamedTuple):
+    """A dropout site of a step: its entries per run, the dtype of what it masks, its rate."""
+
+    n: int
+    dtype: torch.dtype
+    p: float
 
 
 class _SitePlan:
-    """The dropout sites of a step of one shape: their sizes, where each one's words lie in the step's ``[R, W]``
-    words, and for every word its site and its index in the site (on the device, made once)."""
+    """The dropout sites of a step of one shape, grouped by dtype and rate: where each site's words lie in the
+    step's ``[R, W]`` words (a group's sites side by side), and for every word its site and its index in the site
+    (on the device, made once)."""
 
-    def __init__(self, sizes: Sequence[int], device: torch.device) -> None:
-        self.sizes = list(sizes)
-        counts = [(n + 3) // 4 for n in self.sizes]
-        self.offsets = [0, *itertools.accumulate(counts)]
-        site_of_word = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.int64))
-        index = torch.arange(self.offsets[-1]) - torch.tensor(self.offsets[:-1], dtype=torch.int64)[site_of_word]
-        self.sites = torch.arange(len(counts), dtype=torch.int64, device=device)
+    def __init__(self, sites: Sequence[_Site], device: torch.device) -> None:
+        self.sites = list(sites)
+        self.groups = list(dict.fromkeys((site.dtype, site.p) for site in self.sites))
+        order = [i for group in self.groups for i, site in enumerate(self.sites) if (site.dtype, site.p) == group]
+        counts = [(self.sites[i].n + 3) // 4 for i in order]  # words of each site, in the order laid out
+        starts = [0, *itertools.accumulate(counts)]
+        self.bounds: list[tuple[int, int]] = []  # each group's words, [first, stop)
+        self.where: dict[int, tuple[int, int]] = {}  # site -> (its group, its first int16 entry in the group)
+        for k, i in enumerate(order):
+            group = self.groups.index((self.sites[i].dtype, self.sites[i].p))
+            if group == len(self.bounds):
+                self.bounds.append((starts[k], starts[k]))
+            self.bounds[group] = (self.bounds[group][0], starts[k + 1])
+            self.where[i] = (group, 4 * (starts[k] - self.bounds[group][0]))
+        site_of_word = torch.repeat_interleave(torch.tensor(order, dtype=torch.int64),
+                                               torch.tensor(counts, dtype=torch.int64))
+        index = torch.arange(starts[-1]) - torch.repeat_interleave(torch.tensor(starts[:-1], dtype=torch.int64),
+                                                                   torch.tensor(counts, dtype=torch.int64))
+        self.site_ids = torch.arange(len(self.sites), dtype=torch.int64, device=device)
         self.site_of_word = site_of_word.to(device)
         self.index = index.to(device) * _GOLDEN
 
-    def words(self, streams: torch.Tensor) -> torch.Tensor:
-        """Every site's words at once, from each run's site streams ``[R, S]``: ``[R, W]``."""
-        return mix64(streams.index_select(1, self.site_of_word) + self.index)
+    def masks(self, streams: torch.Tensor) -> list[torch.Tensor]:
+        """Every group's masks at once, from each run's site streams ``[R, S]``: ``[R, 4 w]`` for a group of ``w``
+        words, in its dtype."""
+        words = mix64(streams.index_select(1, self.site_of_word) + self.index).view(torch.int16)
+        return [mask_multipliers(words[:, 4 * first:4 * stop], p, dtype)
+                for (dtype, p), (first, stop) in zip(self.groups, self.bounds, strict=True)]
 
 
 def mask_source(device: torch.device, seeds: Sequence[int], step: int = 0,
@@ -215,7 +246,7 @@ class StackedLM:
         """Dropout of ``x [R, ...]``, each run's slice with its own mask (drawn in its unstacked run's order)."""
         if not training or self.dropout == 0:
             return x
-        return apply_mask_bits(x, self.masks.bits(x[0].numel()), self.dropout)
+        return x * self.masks.multipliers(x[0].numel(), x.dtype, self.dropout).view(x.shape)
 
     def hidden(self, tokens: torch.Tensor, training: bool, return_attention: bool = False
                ) -> tuple[torch.Tensor, list[torch.Tensor]]:
