@@ -121,10 +121,18 @@ def test_bf16_copies_of_the_layers_weights_train_as_autocast_bit_for_bit():
 
 
 @pytest.mark.gpu
-def test_the_captured_step_is_the_eager_step_on_a_gpu():
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_captured_step_is_the_eager_step_on_a_gpu(precision: str):
     """On a GPU the step is captured as a CUDA graph after its warm-up steps; replaying it trains as eagerly: the
     same losses and every parameter the same, but the key biases (see the test above: on an H200, 2026-11-27,
-    they differed by up to 6e-5 after 8 steps, every other parameter within the tolerance below)."""
+    they differed by up to 6e-5 after 8 steps, every other parameter within the tolerance below).
+
+    In bf16 (the bf16 copies of the layers' weights, made and widened inside the captured graph) the losses only,
+    within 1e-3 relative, set before any bf16 step was captured: the two runs differ only in the order of the
+    embedding gradient's atomic additions (float32 rounding, as in fp32), which can move a weight across a bf16
+    rounding boundary (a relative 4e-3 step in that entry), and Adam turns near-zero gradients of either sign
+    into steps of up to lr, so no parameter tolerance is derived. A replay that read stale copies would train its
+    steps with the weights of the capture."""
     from joma_lib.lm.stack_step import StackStep
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
@@ -133,7 +141,7 @@ def test_the_captured_step_is_the_eager_step_on_a_gpu():
     for capture in (True, False):
         stack = _two_run_stack(device)
         step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-3, 3e-3], device),
-                         on_device([0.5, 0.5], device), "fp32", capture=capture)
+                         on_device([0.5, 0.5], device), precision, capture=capture)
         torch.manual_seed(0)
         for _ in range(8):
             step.step(torch.randint(0, 50, (4, 12), device=device), torch.randint(0, 50, (4, 12), device=device))
@@ -143,6 +151,9 @@ def test_the_captured_step_is_the_eager_step_on_a_gpu():
                 k.zero_()
         results[capture] = (step.mode, step.running.clone(), kept)
     assert results[True][0] == "cuda-graph" and results[False][0] == "eager"
+    if precision == "bf16":
+        torch.testing.assert_close(results[True][1], results[False][1], rtol=1e-3, atol=0)
+        return
     torch.testing.assert_close(results[True][1], results[False][1], rtol=1e-5, atol=1e-6)
     for name, a in results[True][2].items():
         torch.testing.assert_close(a, results[False][2][name], rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
