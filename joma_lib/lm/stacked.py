@@ -22,7 +22,6 @@ masks at every step and a resumed run needs nothing but its step).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import NamedTuple, Protocol
@@ -163,21 +162,21 @@ class _SitePlan:
     def __init__(self, sites: Sequence[_Site], device: torch.device) -> None:
         self.sites = list(sites)
         self.groups = list(dict.fromkeys((site.dtype, site.p) for site in self.sites))
-        order = [i for group in self.groups for i, site in enumerate(self.sites) if (site.dtype, site.p) == group]
-        counts = [(self.sites[i].n + 3) // 4 for i in order]  # words of each site, in the order laid out
-        starts = [0, *itertools.accumulate(counts)]
         self.bounds: list[tuple[int, int]] = []  # each group's words, [first, stop)
         self.where: dict[int, tuple[int, int]] = {}  # site -> (its group, its first int16 entry in the group)
-        for k, i in enumerate(order):
-            group = self.groups.index((self.sites[i].dtype, self.sites[i].p))
-            if group == len(self.bounds):
-                self.bounds.append((starts[k], starts[k]))
-            self.bounds[group] = (self.bounds[group][0], starts[k + 1])
-            self.where[i] = (group, 4 * (starts[k] - self.bounds[group][0]))
-        site_of_word = torch.repeat_interleave(torch.tensor(order, dtype=torch.int64),
-                                               torch.tensor(counts, dtype=torch.int64))
-        index = torch.arange(starts[-1]) - torch.repeat_interleave(torch.tensor(starts[:-1], dtype=torch.int64),
-                                                                   torch.tensor(counts, dtype=torch.int64))
+        order, word = [], 0  # the sites as laid out, the next word
+        for g, group in enumerate(self.groups):
+            first = word
+            for i, site in enumerate(self.sites):
+                if (site.dtype, site.p) == group:
+                    self.where[i] = (g, 4 * (word - first))
+                    order.append(i)
+                    word += (site.n + 3) // 4
+            self.bounds.append((first, word))
+        counts = torch.tensor([(self.sites[i].n + 3) // 4 for i in order], dtype=torch.int64)
+        site_of_word = torch.repeat_interleave(torch.tensor(order, dtype=torch.int64), counts)
+        starts = torch.cumsum(counts, 0) - counts
+        index = torch.arange(word) - torch.repeat_interleave(starts, counts)
         self.site_ids = torch.arange(len(self.sites), dtype=torch.int64, device=device)
         self.site_of_word = site_of_word.to(device)
         self.index = index.to(device) * _GOLDEN

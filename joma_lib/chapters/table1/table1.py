@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from joma_lib.kit.registry import Claim, FigureData
 from joma_lib.theory.table1.model import Table1Config, step_flops, token_baseline
 from joma_lib.theory.table1.runs import CONFIGS, run_table1, seed_std, WIDE_RESULTS_FILE
+from joma_lib.theory.table1.stacked import stack_runs
 from joma_lib.base.validation import check_choice
 
 
@@ -23,7 +24,7 @@ def training_flops(config: Table1Config) -> int:
     """The matrix products' floating-point operations of training every run of ``config``'s table: each
     setting x seed, with real and with shuffled labels, ``config.steps`` steps of
     :func:`~joma_lib.theory.table1.model.step_flops`."""
-    return step_flops(config) * config.steps * 2 * len(config.settings) * len(config.seeds)
+    return step_flops(config) * config.steps * len(stack_runs(config))
 
 
 TABLE1_VERDICTS: dict[str, Literal["holds", "fails"]] = {"table1-layer0-learns": "fails", "table1-level-specific": "fails"}

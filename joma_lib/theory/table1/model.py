@@ -164,7 +164,7 @@ class HierarchyTransformer(nn.Module):
         position: its keys and values at every position, its query, attention and MLP at the last one. The
         earlier blocks feed every position to the next one's keys and values, so they compute them all. The
         same logits as computing every position, up to the rounding of the smaller products."""
-        x, mask = self.embedding(tokens), _causal_mask(tokens)
+        x, mask = self.embedding(tokens), later_positions(tokens.shape[1], tokens.device)
         for i, block in enumerate(self.blocks):
             x, _ = block(x, mask, first=tokens.shape[1] - 1 if i == len(self.blocks) - 1 else 0)
         return self.classifier(x[:, -1])
@@ -172,7 +172,7 @@ class HierarchyTransformer(nn.Module):
     def hidden_activations(self, tokens: torch.Tensor) -> list[torch.Tensor]:
         """Every layer's ReLU hidden activations at every position, ``(n, seq_len, d_hidden)`` each (what the
         scores read)."""
-        x, mask = self.embedding(tokens), _causal_mask(tokens)
+        x, mask = self.embedding(tokens), later_positions(tokens.shape[1], tokens.device)
         hiddens = []
         for block in self.blocks:
             x, hidden = block(x, mask)
@@ -180,10 +180,9 @@ class HierarchyTransformer(nn.Module):
         return hiddens
 
 
-def _causal_mask(tokens: torch.Tensor) -> torch.Tensor:
-    """``(T, T)``, True where a query would see a later position (``tokens (n, T)``)."""
-    T = tokens.shape[1]
-    return torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
+def later_positions(T: int, device: torch.device) -> torch.Tensor:
+    """``(T, T)``, True where a query at row ``i`` would see a later position ``j > i`` (what attention masks)."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
 
 
 def step_flops(config: Table1Config) -> int:

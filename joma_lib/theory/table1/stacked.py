@@ -46,7 +46,7 @@ import torch
 from torch.nn import functional as F
 
 from joma_lib.theory.combination_hierarchy import CombinationHierarchy
-from joma_lib.theory.table1.model import HierarchyTransformer, Setting, Table1Config
+from joma_lib.theory.table1.model import HierarchyTransformer, Setting, Table1Config, later_positions
 from joma_lib.base.validation import check_int
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def stacked_logits(params: dict[str, torch.Tensor], tokens: torch.Tensor, n_laye
     V, D = embedding.shape[1:]
     offsets = V * torch.arange(R, device=tokens.device)[:, None]
     x = F.embedding(tokens.reshape(R, B * T) + offsets, embedding.reshape(R * V, D))  # (R, B*T, D)
-    mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
+    mask = later_positions(T, tokens.device)
     for layer in range(n_layers):
         block = f"blocks.{layer}"
         first = T - 1 if layer == n_layers - 1 else 0  # the positions this layer computes: first .. T - 1
