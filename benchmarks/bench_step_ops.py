@@ -2,12 +2,13 @@
 small enough that a step costs about its number of kernels times a few microseconds, whatever the arithmetic.
 
 Counted on any machine, no GPU needed: the step of :class:`joma_lib.lm.stack_step.StackStep` as it runs on a GPU
-(the counter-hash dropout masks, the per-run clip and fused Adam), at the paper's shapes (d 200, FFN 200, one head,
-dropout 0.2, 20 x 35 tokens), in bf16 autocast, for each depth and stack size. Every ATen operation that is not a
-view counts (a view launches nothing); reads of host scalars (``_local_scalar_dense`` of a CPU tensor) do not.
-The count is of the second step of its shape (the first records the dropout sites' sizes, see
-:class:`joma_lib.lm.stacked.CounterMasks`). One difference from a GPU remains: the fused read-out forms its logits
-in blocks of rows that fit a CPU's cache (3 blocks of the 700 rows), a GPU in one, 4 operations fewer per run.
+(the counter-hash dropout masks, the read-out of all runs at once, the per-run clip and fused Adam), at the paper's
+shapes (d 200, FFN 200, one head, dropout 0.2, 20 x 35 tokens), in bf16 autocast, for each depth and stack size.
+Every ATen operation that is not a view counts (a view launches nothing); reads of host scalars
+(``_local_scalar_dense`` of a CPU tensor) do not. The count is of the second step of its shape (the first records
+the dropout sites' sizes, see :class:`joma_lib.lm.stacked.CounterMasks`). One difference from a GPU remains: there
+the read-out pads its vocabulary and columns to aligned widths (:data:`joma_lib.lm.model.READ_OUT_ALIGN`), 2
+operations more a step.
 Results go to ``joma_lib/kit/benchmark_results/<--results-name>.json``::
 
     python benchmarks/bench_step_ops.py
@@ -57,6 +58,7 @@ def step_ops(n_layers: int, n_runs: int, vocab: int) -> collections.Counter[str]
         torch.manual_seed(seed)
         models.append(TransformerLM(vocab, n_layers))
     stack = StackedLM.from_models(models, CounterMasks(list(range(n_runs)), 0, cpu), cpu)
+    stack.batched_read_out = True  # as on a GPU
     step = StackStep(stack, AdamState(list(stack.params.values())), on_device([1e-4] * n_runs, cpu),
                      on_device([0.5] * n_runs, cpu), "bf16", capture=False)
     tokens = torch.randint(0, vocab, (20, 36))

@@ -6,7 +6,8 @@
 #
 # In order, the quick checks first:
 #   1. the step benchmark: the authors' step, ours one run, ours stacked (benchmarks/bench_lm_stack.py), the bf16
-#      read-out with and without its aligned padding (benchmarks/bench_read_out.py), and the Table 1 stack in TF32
+#      read-out with and without its aligned padding, and a stack's run by run and at once
+#      (benchmarks/bench_read_out.py), and the Table 1 stack in TF32
 #      and bf16, compiled or not (benchmarks/bench_table1_stack.py);
 #   2. the gpu-marked tests (a stacked run on the GPU is its run trained alone, a stopped one resumes there: the
 #      checks the paper-scale runs stand on), the profile of a 5-layer stack's step, kernel by kernel (benchmarks/

@@ -108,12 +108,13 @@ def _ops(rows: list[tuple[int, dict[str, int]]]) -> dict:
     return {"results": {"rows": [{"layers": n, "ops": ops} for n, ops in rows]}}
 
 
-def test_operation_counts_compare_depth_by_depth_and_give_a_layers_cost():
+def test_operation_counts_compare_depth_by_depth_and_give_a_layers_and_a_runs_cost():
     before = _ops([(1, {"1": 500, "3": 600}), (2, {"1": 900, "3": 1000}), (5, {"1": 2100, "3": 2200})])
     after = _ops([(1, {"1": 200, "3": 300}), (2, {"1": 300, "3": 400}), (5, {"1": 600, "3": 700})])
     rows = gpu.op_count_rows(before, after)
     assert rows[0] == {"layers": 1, "R = 1": "500 → 200 (2.5x fewer)", "R = 3": "600 → 300 (2.0x fewer)"}
     assert gpu.ops_per_layer(before) == pytest.approx(400) and gpu.ops_per_layer(after, "3") == pytest.approx(100)
+    assert gpu.ops_per_run(before) == pytest.approx(50) and gpu.ops_per_run(after, 5) == pytest.approx(50)
     with pytest.raises(ValueError, match="different depths or stack sizes"):
         gpu.op_count_rows(before, _ops([(1, {"1": 1}), (3, {"1": 1}), (5, {"1": 1})]))
 

@@ -167,20 +167,25 @@ def test_the_stacked_step_benchmark_runs_and_stores_its_rows(tmp_path):
     assert rows[0]["stack"] == 2 and rows[0]["authors_over_stacked"] > 0 and "ours 1 thread fp32" in rows[0]["median_ms"]
 
 
-def test_the_read_out_benchmark_times_both_and_stores_them(tmp_path, monkeypatch, capsys):
-    """bench_read_out.py (here on the CPU, small): both read-outs timed, stored with their ratio; a bad size refused."""
+def test_the_read_out_benchmark_times_each_way_and_stores_them(tmp_path, monkeypatch, capsys):
+    """bench_read_out.py (here on the CPU, small): one run's read-out padded and not, a stack's run by run and at
+    once, timed and stored with their ratios; a bad size refused."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     main = importlib.import_module("bench_read_out").main
     monkeypatch.setattr(sys, "argv", ["bench_read_out.py", "--device", "cpu", "--tokens", "40", "--vocab", "300",
-                                      "--repeats", "1", "--out", str(tmp_path)])
+                                      "--stack", "3", "--repeats", "1", "--out", str(tmp_path)])
     main()
     found = json.loads((tmp_path / "read_out.json").read_text())["results"]
-    assert set(found["median_ms"]) == {"unpadded", "padded"} and found["align"] == [64, 8]
-    assert found["unpadded_over_padded"] == pytest.approx(found["median_ms"]["unpadded"] / found["median_ms"]["padded"])
-    monkeypatch.setattr(sys, "argv", ["bench_read_out.py", "--vocab", "1", "--no-write"])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    assert exit_info.value.code == 2 and "--vocab must be at least 2, got 1" in capsys.readouterr().err
+    ms = found["median_ms"]
+    assert set(ms) == {"unpadded", "padded", "3 runs, one by one", "3 runs, at once"} and found["align"] == [64, 8]
+    assert found["unpadded_over_padded"] == pytest.approx(ms["unpadded"] / ms["padded"])
+    assert found["one_by_one_over_at_once"] == pytest.approx(ms["3 runs, one by one"] / ms["3 runs, at once"])
+    for bad, message in ((["--vocab", "1"], "--vocab must be at least 2, got 1"),
+                         (["--stack", "1"], "--stack must be at least 2, got 1")):
+        monkeypatch.setattr(sys, "argv", ["bench_read_out.py", *bad, "--no-write"])
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_help_prints_the_whole_header():

@@ -96,6 +96,33 @@ def test_fused_read_out_loss_matches_cross_entropy_in_value_and_gradient(upstrea
         model.loss(x, y[:, :5])
 
 
+@pytest.mark.parametrize("branch, align", [(torch.float32, None), (torch.float64, (1, 1)), (torch.float64, (64, 8))])
+def test_the_read_out_of_a_stack_at_once_is_each_runs_read_out(branch, align):
+    """The fused read-out with a leading run axis (a stack's runs at once, as a GPU trains them) gives each run the
+    loss and gradients of its own read-out, under an upstream gradient that differs by run. In float64, both code
+    paths: the full-precision one (``dtype`` float32) and the mixed-precision one run in float64 (``dtype`` float64:
+    its padding, its blocks of rows, which one run's read-out on a CPU forms and the stack's does not, its
+    indexing), so only the order of the products' sums can differ: 1e-12 of the largest entry."""
+    from joma_lib.lm.model import LinearCrossEntropy
+
+    gen = torch.Generator().manual_seed(1)
+    runs, n, d, vocab = 3, 300, 24, 101  # 300 rows: two blocks of one run's logits on a CPU
+    h = torch.randn(runs, n, d, generator=gen, dtype=torch.float64)
+    weight = 0.3 * torch.randn(runs, vocab, d, generator=gen, dtype=torch.float64)
+    bias, targets = torch.randn(runs, vocab, generator=gen, dtype=torch.float64), torch.randint(0, vocab, (n,))
+    upstream = torch.tensor([0.5, 1.0, 3.0], dtype=torch.float64)
+    leaves = [t.clone().requires_grad_() for t in (h, weight, bias)]
+    losses = LinearCrossEntropy.apply(*leaves, targets, branch, align)
+    assert losses.shape == (runs,)
+    (losses * upstream).sum().backward()
+    for r in range(runs):
+        alone = [t[r].clone().requires_grad_() for t in (h, weight, bias)]
+        loss = LinearCrossEntropy.apply(*alone, targets, branch, align)
+        (loss * upstream[r]).backward()
+        for stacked, single in ((losses[r], loss), *((t.grad[r], a.grad) for t, a in zip(leaves, alone))):
+            assert float((stacked - single).abs().max()) <= 1e-12 * float(single.abs().max()), r
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_the_mask_constants_round_the_scale_as_torch_does(dtype):
     """The dropout scale 1/(1-p) rounded to the activation's dtype in plain Python is torch's rounding, bit for bit,

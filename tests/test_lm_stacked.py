@@ -27,12 +27,16 @@ def _runs(seeds: tuple[int, ...], dropout: float, dtype: torch.dtype = torch.flo
     return models, generators
 
 
-def test_each_run_of_the_stack_has_its_unstacked_loss_and_gradient_with_its_own_dropout_masks():
+@pytest.mark.parametrize("batched_read_out", [False, True])
+def test_each_run_of_the_stack_has_its_unstacked_loss_and_gradient_with_its_own_dropout_masks(batched_read_out):
     """float64, dropout 0.2: the stack draws each run's masks from that run's generator in the unstacked order,
-    so the losses and every gradient agree to float64 rounding."""
+    so the losses and every gradient agree to float64 rounding, the runs read out one by one (as on a CPU) or all
+    at once (as on a GPU)."""
     seeds = (1, 2, 3)
     models, generators = _runs(seeds, 0.2, torch.float64)
     stack = StackedLM.from_models(models, GeneratorMasks(generators, torch.device("cpu")), torch.device("cpu"))
+    assert not stack.batched_read_out  # the CPU's default
+    stack.batched_read_out = batched_read_out
     x, y = torch.randint(0, VOCAB, (4, 10)), torch.randint(0, VOCAB, (4, 10))
     losses = stack.losses(x, y)
     grads = torch.autograd.grad(losses.sum(), list(stack.params.values()))
@@ -100,9 +104,11 @@ def test_counter_masks_made_all_at_once_are_the_masks_made_site_by_site():
 
 
 @pytest.mark.bf16  # traced under bf16 autocast, as a GPU trains
-def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile():
-    """Nothing in the stacked forward (the counter masks included, drawn site by site or all at once) reads a value
-    back from a tensor, so torch.compile sees each step's loss as one graph, without a break."""
+@pytest.mark.parametrize("batched_read_out", [False, True])
+def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile(batched_read_out):
+    """Nothing in the stacked forward (the counter masks included, drawn site by site or all at once; the runs read
+    out one by one or all at once) reads a value back from a tensor, so torch.compile sees each step's loss as one
+    graph, without a break."""
     import torch._dynamo as dynamo
 
     from joma_lib.lm.model import trace_mask_constants_as_constant
@@ -112,6 +118,7 @@ def test_a_stacks_training_loss_traces_as_one_graph_for_torch_compile():
     models, _ = _runs((1, 2), 0.2)
     cpu = torch.device("cpu")
     stack = StackedLM.from_models(models, CounterMasks([1, 2], 0, cpu), cpu)
+    stack.batched_read_out = batched_read_out
     x, y = torch.randint(0, VOCAB, (3, 10)), torch.randint(0, VOCAB, (3, 10))
     explain = dynamo.explain(stack.losses)
     for _ in range(2):  # the first step of a shape draws site by site, the next all at once

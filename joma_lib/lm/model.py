@@ -61,6 +61,20 @@ and the paper's sizes (``V`` = 28,782, ``d + 1`` = 201) are no multiples of 8 bf
 products do not need it (its numbers stay as they were)."""
 
 
+def affine(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None
+           ) -> torch.Tensor:
+    """``h W^T + b`` in one product: ``h [N, in]``, ``W [out, in]``, ``b [out]`` -> ``[N, out]``, or with a leading
+    run axis on all three (``[R, N, in]``, ``[R, out, in]``, ``[R, out]`` -> ``[R, N, out]``, one batched product)."""
+    if h.dim() == 2:
+        return torch.addmm(bias, h, weight.t(), out=out)
+    return torch.baddbmm(bias.unsqueeze(-2), h, weight.transpose(-2, -1), out=out)
+
+
+def _per_run(scale: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``scale`` (one number, or one per run ``[R]``) shaped to multiply ``x`` (``[..., R]`` first) run by run."""
+    return scale.view(scale.shape + (1,) * (x.dim() - scale.dim()))
+
+
 class LinearCrossEntropy(torch.autograd.Function):
     """Token-mean cross-entropy of the logits ``z = h W^T + b``, fused with the read-out layer.
 
@@ -71,8 +85,12 @@ class LinearCrossEntropy(torch.autograd.Function):
     gradients are those of ``F.cross_entropy(F.linear(h, W, b), y)``, with fewer passes over
     the largest tensor of the model.
 
+    With a leading run axis (``h [R, N, d]``, ``W [R, V, d]``, ``b [R, V]``, the same targets ``[N]``) it is the
+    read-out of every run of a stack at once, each product one batched product, and the loss is ``[R]``: each
+    run's gradients are those of its own loss.
+
     ``dtype=torch.bfloat16`` (mixed precision): the products run in bf16 (fp32 accumulation
-    inside the GEMM) and the logits are formed block by block (``_CHUNK_ROWS`` rows on a CPU), each
+    inside the GEMM) and the logits of one run are formed block by block (``_CHUNK_ROWS`` rows on a CPU), each
     block turned into its softmax (fp32 reductions) while it is in cache and stored in bf16;
     ``db`` comes out of the ``dW`` product (``G^T [h, 1]``), the loss ``-mean log p_{i, y_i}``
     is taken in fp32 and the gradients are returned in the parameters' dtype (fp32), so no
@@ -82,61 +100,64 @@ class LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
                 dtype: torch.dtype = torch.float32, align: tuple[int, int] | None = None) -> torch.Tensor:
+        n, d = h.shape[-2:]
+        rows_all = torch.arange(n, device=h.device)
         if dtype == torch.float32:
-            z = torch.addmm(bias, h, weight.t())
-            z -= z.amax(dim=1, keepdim=True)
-            picked = z.gather(1, target[:, None])
+            z = affine(h, weight, bias)
+            z -= z.amax(dim=-1, keepdim=True)
+            picked = z.gather(-1, target.expand(z.shape[:-1]).unsqueeze(-1))
             z.exp_()
-            total = z.sum(dim=1, keepdim=True)
-            loss = (total.log() - picked).mean()
-            z /= total * z.shape[0]
-            z[torch.arange(z.shape[0], device=z.device), target] -= 1.0 / z.shape[0]
-            ctx.save_for_backward(h, weight, z, z.sum(dim=0))
+            total = z.sum(dim=-1, keepdim=True)
+            loss = (total.log() - picked).mean(dim=(-2, -1))
+            z /= total * n
+            z[..., rows_all, target] -= 1.0 / n
+            ctx.save_for_backward(h, weight, z, z.sum(dim=-2))
             return loss
-        n, d = h.shape
-        vocab = weight.shape[0]
+        runs, vocab = h.shape[:-2], weight.shape[-2]
         rows_to, cols_to = align if align is not None else READ_OUT_ALIGN.get(h.device.type, (1, 1))
         pad_rows, pad_cols = -vocab % rows_to, -(d + 1) % cols_to
         # h with a column of ones (and zeros to an aligned width): G^T [h, 1, 0] gives dW and db in one product
-        h_low = torch.cat([h, h.new_ones(n, 1), h.new_zeros(n, pad_cols)], dim=1).to(dtype)
+        h_low = torch.cat([h, h.new_ones(*runs, n, 1), h.new_zeros(*runs, n, pad_cols)], dim=-1).to(dtype)
         w_low, b_low = weight.to(dtype), bias.to(dtype)  # [V, d], [V]
         if pad_rows:
             w_low, b_low = F.pad(w_low, (0, 0, 0, pad_rows)), F.pad(b_low, (0, pad_rows), value=float("-inf"))
-        g = torch.empty(n, vocab + pad_rows, dtype=dtype, device=h.device)
-        rows = _CHUNK_ROWS if h.device.type == "cpu" else n  # on a GPU blocks only add kernels: one block
-        for start in range(0, n, rows):  # each block of logits becomes its softmax in place, in cache
-            block = g[start:start + rows]
-            torch.softmax(torch.addmm(b_low, h_low[start:start + rows, :d], w_low.t(), out=block), 1, out=block)
-        rows_all = torch.arange(n, device=h.device)
-        picked = g[rows_all, target].float().clamp_min(torch.finfo(torch.float32).tiny)
-        g[rows_all, target] -= 1.0  # G = p - e_y; the 1/N is applied to the small products in backward
+        g = torch.empty(*runs, n, vocab + pad_rows, dtype=dtype, device=h.device)
+        # one run's logits on a CPU in blocks that stay in cache; on a GPU, or for a stack, blocks only add kernels
+        rows = _CHUNK_ROWS if h.device.type == "cpu" and not runs else n
+        for start in range(0, n, rows):  # each block of logits becomes its softmax in place
+            block = g[..., start:start + rows, :]
+            torch.softmax(affine(h_low[..., start:start + rows, :d], w_low, b_low, out=block), -1, out=block)
+        picked = g[..., rows_all, target].float().clamp_min(torch.finfo(torch.float32).tiny)
+        g[..., rows_all, target] -= 1.0  # G = p - e_y; the 1/N is applied to the small products in backward
         ctx.out_dtypes, ctx.vocab = (h.dtype, weight.dtype, bias.dtype), vocab
         ctx.save_for_backward(h_low, w_low, g)
-        return -picked.log().mean()
+        return -picked.log().mean(dim=-1)
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None, None]:
-        (grad,) = grad_outputs  # one output (the loss), so one incoming gradient
+        (grad,) = grad_outputs  # one output (the loss, one per run), so one incoming gradient
         if len(ctx.saved_tensors) == 4:  # fp32: G carries the 1/N
             h, weight, g, db = ctx.saved_tensors
-            grads = (g @ weight, g.t() @ h, db)
+            grads = (g @ weight, g.transpose(-2, -1) @ h, db)
             # a plain loss.backward() on the CPU needs no rescaling of the [V, d] gradient; on a GPU the check would
             # read the gradient back to the host (and break a captured step), so it always rescales there
-            if grad.device.type != "cpu" or float(grad) != 1.0:
-                grads = tuple(x * grad for x in grads)
+            if grad.device.type != "cpu" or bool((grad != 1.0).any()):
+                grads = tuple(x * _per_run(grad, x) for x in grads)
             return (*grads, None, None, None)
         h_aug, weight, g = ctx.saved_tensors
-        scale = grad.float() / g.shape[0]
-        d, vocab = weight.shape[1], ctx.vocab
-        dw_aug = g.t() @ h_aug  # [V, d + 1] (and the padding): dW and db, unscaled
-        out = (g @ weight, dw_aug[:vocab, :d], dw_aug[:vocab, d])
-        return (*(x.to(dt).mul_(scale) for x, dt in zip(out, ctx.out_dtypes, strict=True)), None, None, None)
+        scale = grad.float() / g.shape[-2]
+        d, vocab = weight.shape[-1], ctx.vocab
+        dw_aug = g.transpose(-2, -1) @ h_aug  # [V, d + 1] (and the padding): dW and db, unscaled
+        out = (g @ weight, dw_aug[..., :vocab, :d], dw_aug[..., :vocab, d])
+        return (*(x.to(dt).mul_(_per_run(scale, x)) for x, dt in zip(out, ctx.out_dtypes, strict=True)),
+                None, None, None)
 
 
 def read_out_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Token-mean cross-entropy of the read-out ``h W^T + b`` (``h [N, d]``, ``targets [N]``), fused
-    (:class:`LinearCrossEntropy`), in bf16 blocks under bf16 autocast and in fp32 otherwise."""
+    (:class:`LinearCrossEntropy`), in bf16 blocks under bf16 autocast and in fp32 otherwise; with a leading run axis
+    on ``h``, ``W`` and ``b``, every run's at once (``[R]``)."""
     device_type = h.device.type
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else torch.float32
     with torch.autocast(device_type, enabled=False):

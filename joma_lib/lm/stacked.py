@@ -33,6 +33,7 @@ from joma_lib.lm.data import n_chunks
 from joma_lib.lm.metrics import ENTROPY_EPS
 from joma_lib.lm.model import (
     TransformerLM,
+    affine,
     causal_mask,
     draw_mask_bits,
     mask_multipliers,
@@ -198,11 +199,6 @@ def mask_source(device: torch.device, seeds: Sequence[int], step: int = 0,
     return CounterMasks(seeds, step, device)
 
 
-def _linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``h W^T + b`` for every run: ``h [R, N, in]``, ``W [R, out, in]``, ``b [R, out]`` -> ``[R, N, out]``."""
-    return torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
-
-
 def _layer_norm(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """LayerNorm over the last axis with each run's own gain and bias (``[R, d]``)."""
     return F.layer_norm(h, h.shape[-1:]) * weight.unsqueeze(1) + bias.unsqueeze(1)
@@ -216,7 +212,10 @@ class StackedLM:
     """``R`` runs of :class:`~joma_lib.lm.model.TransformerLM` as one model (see the module docstring).
 
     ``params`` maps each parameter name of ``TransformerLM`` to a leaf tensor ``[R, ...]``; ``masks`` is the
-    :class:`MaskSource` of the training steps (evaluation draws none).
+    :class:`MaskSource` of the training steps (evaluation draws none). ``batched_read_out`` says how a training
+    step reads out and scores the runs: all at once, in batched products (the default off the CPU, where each run's
+    read-out and loss would be some thirty small kernels of their own), or run by run (on a CPU, where one run's
+    logits are formed in blocks that stay in cache).
     """
 
     def __init__(self, params: Mapping[str, torch.Tensor], n_layers: int, dropout: float, masks: MaskSource
@@ -226,7 +225,9 @@ class StackedLM:
         self.dropout = dropout
         self.masks = masks
         self.n_runs, self.vocab_size, self.d = self.params["embedding.weight"].shape
-        self.pe = sinusoidal_positions(5000, self.d).to(self.params["embedding.weight"].device)
+        device = self.params["embedding.weight"].device
+        self.pe = sinusoidal_positions(5000, self.d).to(device)
+        self.batched_read_out = device.type != "cpu"
 
     @classmethod
     def from_models(cls, models: Sequence[TransformerLM], masks: MaskSource, device: torch.device) -> StackedLM:
@@ -263,7 +264,7 @@ class StackedLM:
         mask = causal_mask(T, tokens.device)  # one for every layer
         written_out = (training and self.dropout > 0) or return_attention  # the attention as written, not SDPA's
         for i in range(self.n_layers):
-            q, k, v = (t.reshape(R * B, T, self.d) for t in _linear(
+            q, k, v = (t.reshape(R * B, T, self.d) for t in affine(
                 x, p[f"layers.{i}.self_attn.in_proj.weight"], p[f"layers.{i}.self_attn.in_proj.bias"]).chunk(3, -1))
             if written_out:
                 scores = q @ k.transpose(-2, -1) / math.sqrt(self.d) + mask
@@ -273,18 +274,18 @@ class StackedLM:
                 a = self._drop(attn.view(R, B, T, T), training).view(R * B, T, T) @ v
             else:
                 a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            a = _linear(a.reshape(R, B * T, self.d), p[f"layers.{i}.self_attn.out_proj.weight"],
+            a = affine(a.reshape(R, B * T, self.d), p[f"layers.{i}.self_attn.out_proj.weight"],
                         p[f"layers.{i}.self_attn.out_proj.bias"])
             z = _layer_norm(x + self._drop(a, training), p[f"layers.{i}.norm1.weight"], p[f"layers.{i}.norm1.bias"])
-            f = self._drop(F.relu(_linear(z, p[f"layers.{i}.linear1.weight"], p[f"layers.{i}.linear1.bias"])),
+            f = self._drop(F.relu(affine(z, p[f"layers.{i}.linear1.weight"], p[f"layers.{i}.linear1.bias"])),
                            training)
-            f = self._drop(_linear(f, p[f"layers.{i}.linear2.weight"], p[f"layers.{i}.linear2.bias"]), training)
+            f = self._drop(affine(f, p[f"layers.{i}.linear2.weight"], p[f"layers.{i}.linear2.bias"]), training)
             x = _layer_norm(z + f, p[f"layers.{i}.norm2.weight"], p[f"layers.{i}.norm2.bias"])
         return x, maps
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Read-out ``[R, N, V]`` of hidden states ``[R, N, d]``."""
-        return _linear(h, self.params["decoder.weight"], self.params["decoder.bias"])
+        return affine(h, self.params["decoder.weight"], self.params["decoder.bias"])
 
     def compile_losses(self) -> None:
         """Route :meth:`losses` through ``torch.compile`` (one graph a step: nothing in it reads a tensor back)."""
@@ -292,18 +293,22 @@ class StackedLM:
         self.losses = torch.compile(self.losses, dynamic=False)  # type: ignore[method-assign]
 
     def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Each run's token-mean next-token cross-entropy (nats), ``[R]``, with dropout (a training step): each
-        run's read-out fused with its loss as in its unstacked model (:func:`~joma_lib.lm.model.read_out_loss`).
+        """Each run's token-mean next-token cross-entropy (nats), ``[R]``, with dropout (a training step): the
+        read-out fused with the loss as in the unstacked model (:func:`~joma_lib.lm.model.read_out_loss`), for all
+        runs at once or run by run (``batched_read_out``), to the same numbers.
 
         Their sum is the loss to differentiate: the runs share no parameter, so the gradient of the sum with
         respect to run ``r``'s parameters is the gradient of run ``r``'s own loss.
         """
+        y = targets.reshape(-1)
+        h = self.hidden(tokens, training=True)[0]
+        weight, bias = self.params["decoder.weight"], self.params["decoder.bias"]
+        if self.batched_read_out:
+            return read_out_loss(h, weight, bias, y)
         # unbind, not indexing: the backward of R slices h[r] is R zero-filled [R, ...] gradients summed (the
         # decoder's is [R, V, d]: ~12% of a CPU step), that of unbind one stack of the R slices' gradients
-        y = targets.reshape(-1)
-        runs = zip(self.hidden(tokens, training=True)[0].unbind(), self.params["decoder.weight"].unbind(),
-                   self.params["decoder.bias"].unbind(), strict=True)
-        return torch.stack([read_out_loss(h, weight, bias, y) for h, weight, bias in runs])
+        runs = zip(h.unbind(), weight.unbind(), bias.unbind(), strict=True)
+        return torch.stack([read_out_loss(h_r, weight_r, bias_r, y) for h_r, weight_r, bias_r in runs])
 
     def _param_dtype(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` in the parameters' dtype (the loss of bf16 logits is taken in fp32)."""

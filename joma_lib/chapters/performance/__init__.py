@@ -11,6 +11,7 @@ from joma_lib.chapters.performance.gpu import (
     loans_needed,
     op_count_rows,
     ops_per_layer,
+    ops_per_run,
     paper_runs_waiting,
     paper_scale_goals,
     ratio_range,
@@ -24,6 +25,6 @@ from joma_lib.base.stack_time import PLAN_SHARE
 
 __all__ = [
     "PLAN_SHARE", "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "launch_bound", "loans_needed", "onednn_isa_limit",
-    "op_count_rows", "ops_per_layer", "paper_runs_waiting", "paper_scale_goals", "preset_auto_choice", "ratio_range", "stack_costs",
+    "op_count_rows", "ops_per_layer", "ops_per_run", "paper_runs_waiting", "paper_scale_goals", "preset_auto_choice", "ratio_range", "stack_costs",
     "step_rows", "table1_cost",
 ]

@@ -120,6 +120,13 @@ def ops_per_layer(counts: Mapping[str, Any], stack: str = "1") -> float:
     return float(np.polyfit([r["layers"] for r in rows], [r["ops"][stack] for r in rows], 1)[0])
 
 
+def ops_per_run(counts: Mapping[str, Any], layers: int = 1) -> float:
+    """The operations one more run adds to a stack's step at depth ``layers`` (least-squares slope over the stack
+    sizes)."""
+    (row,) = [r for r in counts["results"]["rows"] if r["layers"] == layers]
+    return float(np.polyfit([int(r) for r in row["ops"]], list(row["ops"].values()), 1)[0])
+
+
 def paper_runs_waiting(finished: str | Path = PAPER_SO_FAR) -> dict[int, int]:
     """Per depth, how many of the paper sweep's runs are not among the ``finished`` ones (collected runs: their
     ``nlayers``); depths with none waiting are left out."""
