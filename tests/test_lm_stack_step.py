@@ -177,8 +177,9 @@ def test_a_stacked_step_launches_about_seventy_kernels_a_layer_and_a_few_a_run()
     operation that is not a view). Before the masks were hashed all at once and clip and Adam became multi-tensor
     calls, a layer took ~420 operations and a step of 3 runs of 1 layer ~625; then ~107 a layer, until bf16 copies
     of the layers' weights replaced autocast's casts (89) and the masks of all sites of a dtype were made at once
-    (72). A run more took ~38 until the runs' read-outs became one batched read-out (6: its clip and Adam). The
-    bounds (set after measuring 72 a layer and 6 an extra run) keep them from creeping back."""
+    (72). A run more took ~38 until the runs' read-outs became one batched read-out (6), then the norms of all
+    runs' gradients one multi-tensor call (3: its clip's scaling and its Adam). The bounds (set after measuring 72 a
+    layer and 6 an extra run) keep them from creeping back."""
     step_ops = _bench_step_ops().step_ops
     one, two = sum(step_ops(1, 1, 500).values()), sum(step_ops(2, 1, 500).values())
     pair = sum(step_ops(1, 2, 500).values())

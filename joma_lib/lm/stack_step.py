@@ -48,9 +48,11 @@ class AdamState:
 @torch.no_grad()
 def clip_(grads: Sequence[torch.Tensor], clip: torch.Tensor) -> None:
     """Scale each run's gradients so that their norm is at most ``clip[r]`` (see the module docstring), as
-    ``clip_grad_norm_`` does for one run: the norm of its tensors' norms, then one multi-tensor scaling."""
+    ``clip_grad_norm_`` does for one run: the norm of its tensors' norms (``get_total_norm``'s multi-tensor norms,
+    of every run's tensors in one call), then one multi-tensor scaling per run."""
     runs = [[g[r] for g in grads] for r in range(clip.numel())]
-    norms = torch.stack([torch.nn.utils.get_total_norm(run, foreach=True) for run in runs])  # [R]
+    tensor_norms = torch.stack(torch._foreach_norm([t for run in runs for t in run])).view(len(runs), -1)
+    norms = torch.linalg.vector_norm(tensor_norms, 2.0, dim=1)  # [R]
     coef = (clip.to(norms.dtype) / (norms + 1e-6)).clamp(max=1.0)
     for run, c in zip(runs, coef.unbind(), strict=True):
         torch._foreach_mul_(run, c)
