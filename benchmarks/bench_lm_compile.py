@@ -8,8 +8,9 @@ GPU, median of ``--repeats``. It prints how long compiling took (the warm-up), b
 far the two stacks' running losses lie apart after the timed steps (the same runs from the same start: compiling
 only changes the rounding). The runners compile on request (``lm run --stack --compile``); this measures whether
 they should, and ``--verdict FILE [FILE ...]`` prints ``--compile`` when the stored measurement in the first FILE
-that exists says so
-(:func:`compile_pays`: ``gpu_checks.sh`` trains the paper-scale runs compiled then)::
+that exists says so (:func:`compile_pays`: ``gpu_checks.sh`` trains the paper-scale runs compiled then), with
+``--compile-seconds`` the time compiling took there (:func:`compile_seconds`), which the runner's plan adds to each
+stack's time::
 
     python benchmarks/bench_lm_compile.py --device cuda          # benchmarks/gpu_checks.sh runs it
     python benchmarks/bench_lm_compile.py --device cpu --layers 1 --stack 2 --vocab 2000 --repeats 3 --no-write
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,12 +46,20 @@ def compile_pays(results: Mapping[str, Any]) -> bool:
             and set(results["modes"].values()) == {"cuda-graph"})
 
 
+def compile_seconds(results: Mapping[str, Any]) -> int:
+    """The seconds compiling took in a stored measurement: the compiled step's warm-up less that of the step as
+    trained (both made and captured the same way), in whole seconds, rounded up. Measured at one depth and stack size
+    and taken for every stack: compiling grows with the graph, so a deeper stack may take longer."""
+    warm_up = results["warm_up_s"]
+    return math.ceil(max(warm_up["compiled"] - warm_up["as trained"], 0.0))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--verdict", type=Path, nargs="+", metavar="FILE",
-                   help="measure nothing: print --compile if the measurement stored in the first FILE that exists "
-                        "(this loan's, else one committed from an earlier loan) says the runners should compile "
-                        "(nothing otherwise, or where none exists)")
+                   help="measure nothing: print --compile and --compile-seconds if the measurement stored in the "
+                        "first FILE that exists (this loan's, else one committed from an earlier loan) says the runners "
+                        "should compile (nothing otherwise, or where none exists)")
     p.add_argument("--layers", type=int, default=5)
     p.add_argument("--stack", type=int, default=7)
     p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
@@ -63,8 +73,9 @@ def main() -> None:
     args = p.parse_args()
     if args.verdict is not None:
         stored = next((path for path in args.verdict if path.is_file()), None)
-        if stored is not None and compile_pays(json.loads(stored.read_text())["results"]):
-            print("--compile")
+        results = None if stored is None else json.loads(stored.read_text())["results"]
+        if results is not None and compile_pays(results):
+            print(f"--compile --compile-seconds {compile_seconds(results)}")
         return
     results_path(args.results_name, args.out)  # a bad name fails now, not after the measurements
     device = torch.device(args.device)

@@ -289,20 +289,24 @@ def test_the_book_build_tests_are_every_module_that_imports_the_books_tools(book
     assert importing == set(book_build_tests)
 
 
+_WARM = {"warm_up_s": {"as trained": 2.5, "compiled": 44.1}}  # compiling took 41.6 s
+
+
 @pytest.mark.parametrize("stored, verdict", [
-    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "cuda-graph"}},
-     "--compile"),
-    ({"as_trained_over_compiled": 1.05, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "cuda-graph"}},
-     ""),  # too little gained
-    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 0.3, "modes": {"a": "cuda-graph", "b": "cuda-graph"}},
-     ""),  # another computation, not rounding
-    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "eager"}},
-     ""),  # a capture that failed
+    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "cuda-graph"},
+      **_WARM}, "--compile --compile-seconds 42"),
+    ({"as_trained_over_compiled": 1.05, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "cuda-graph"},
+      **_WARM}, ""),  # too little gained
+    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 0.3, "modes": {"a": "cuda-graph", "b": "cuda-graph"},
+      **_WARM}, ""),  # another computation, not rounding
+    ({"as_trained_over_compiled": 1.4, "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph", "b": "eager"},
+      **_WARM}, ""),  # a capture that failed
     (None, ""),  # bench-compile did not run
 ])
 def test_the_runs_are_compiled_only_where_the_loans_measurement_says_it_pays(tmp_path, monkeypatch, capsys, stored,
                                                                               verdict):
-    """What the plan's paper-lm step runs first: bench_lm_compile.py --verdict on this loan's measurement."""
+    """What the plan's paper-lm step runs first: bench_lm_compile.py --verdict on this loan's measurement, which also
+    gives the runner the seconds compiling took there, for its plan."""
     stored_file = tmp_path / "lm_compile.json"
     if stored is not None:
         stored_file.write_text(json.dumps({"benchmark": "lm_compile", "results": stored}))
@@ -363,23 +367,24 @@ def test_the_table1_benchmark_times_the_compiled_stack_and_stores_what_the_verdi
     assert "the runs should compile: " in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("bench, pays, does_not", [
+@pytest.mark.parametrize("bench, pays, does_not, printed", [
     ("bench_lm_compile", {"benchmark": "lm_compile", "results": {"as_trained_over_compiled": 1.4,
-                                                                 "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph"}}},
+                                                                 "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph"},
+                                                                 **_WARM}},
      {"benchmark": "lm_compile", "results": {"as_trained_over_compiled": 1.0, "running_loss_apart": 2e-3,
-                                             "modes": {"a": "cuda-graph"}}}),
+                                             "modes": {"a": "cuda-graph"}, **_WARM}}, "--compile --compile-seconds 42"),
     ("bench_table1_stack", _table1_bench({"bf16": 2.0}, {"bf16": 1.0}, {"bf16": 1e-3}),
-     _table1_bench({"bf16": 2.0}, {"bf16": 2.0}, {"bf16": 1e-3})),
+     _table1_bench({"bf16": 2.0}, {"bf16": 2.0}, {"bf16": 1e-3}), "--compile"),
 ])
 def test_a_compile_verdict_reads_this_loans_measurement_else_an_earlier_loans(tmp_path, monkeypatch, capsys, bench,
-                                                                              pays, does_not):
+                                                                              pays, does_not, printed):
     """--verdict THIS EARLIER: a loan that skips the benchmark compiles as the committed measurement says; one that
     measured goes by its own measurement."""
     this, earlier = tmp_path / "this.json", tmp_path / "earlier.json"
     earlier.write_text(json.dumps(pays))
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     module = importlib.import_module(bench)
-    for stored, verdict in ((None, "--compile"), (does_not, "")):
+    for stored, verdict in ((None, printed), (does_not, "")):
         if stored is not None:
             this.write_text(json.dumps(stored))
         monkeypatch.setattr(sys, "argv", [f"{bench}.py", "--verdict", str(this), str(earlier)])

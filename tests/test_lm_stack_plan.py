@@ -35,6 +35,12 @@ def test_a_stack_costs_its_measured_sizes_and_is_linear_between_them():
             cost.seconds(r)
 
 
+def test_a_stacks_start_is_paid_once_whatever_its_size():
+    cost = replace(StackCost(7, 5, 58_000, 59, (2.65e-3, 7.64e-3), (0.2, 0.8)), start=40.0)
+    plain = replace(cost, start=0.0)
+    assert all(cost.seconds(r) == pytest.approx(plain.seconds(r) + 40.0) for r in (1, 4, 7))
+
+
 def test_the_plan_finishes_the_most_runs_that_fit():
     a, b = linear(3, 100, 10), linear(3, 100, 10, layers=2)
     budget = 1 / PLAN_SHARE  # seconds of time left per second a plan may fill
@@ -95,6 +101,26 @@ def test_a_sweep_starts_only_what_fits_and_plans_again_with_the_time_left(tmp_pa
         "1 run(s) of 2 layer(s), about 200 s"]
 
 
+def test_a_compiled_sweep_plans_each_stack_with_the_time_its_step_takes_to_compile(tmp_path, runs, tiny_run_data,
+                                                                                  monkeypatch):
+    """The stacks of the sweep above (100 + 100 R seconds each, as timed), compiled, each given 60 s more to compile:
+    with 420 s (357 s to fill) only one run fits the first plan (260 s), where two did uncompiled (300 s)."""
+    monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_run_data)
+    monkeypatch.setattr(sweep_module, "measure_cost",
+                        lambda group, data, dev: linear(len(group), 100, 100, group[0].n_layers))
+    monkeypatch.setattr(sweep_module, "train_stack", lambda *args, **kwargs: None)  # stopped at once: nothing trained
+    lines: list[str] = []
+    with pytest.raises(DeadlineReached, match="stopped at the deadline"):
+        run_sweep(runs, tmp_path, "cpu", progress=False, log=lines.append, stack=True, finish_within=420,
+                  compiled=True, compile_seconds=60)
+    assert [line.split(": a stack of ")[1] for line in lines if line.startswith("planned")] == [
+        "1 run(s) of 3 layer(s), about 260 s"]
+    assert all(line.endswith("; 60 s to compile a stack") for line in lines if line.startswith("timed"))
+    for kwargs in ({}, {"compiled": True}):  # an allowance is for a compiled sweep against a deadline only
+        with pytest.raises(ValueError, match="compile_seconds needs compiled and finish_within"):
+            run_sweep(runs, tmp_path, "cpu", progress=False, stack=True, compile_seconds=60, **kwargs)
+
+
 def test_runs_already_started_finish_first_and_the_rest_wait_when_no_stack_fits(tmp_path, runs, tiny_run_data,
                                                                                 monkeypatch, capsys):
     monkeypatch.setattr(sweep_module, "load_lm_data", lambda *args: tiny_run_data)
@@ -121,6 +147,10 @@ def test_runs_already_started_finish_first_and_the_rest_wait_when_no_stack_fits(
     assert main([*args, "--stack", "--finish-within", "50"]) == 75
     assert "not started" in capsys.readouterr().err
     for extra, message in ((["--stack", "--finish-within", "0"], "--finish-within must be"),
+                           (["--stack", "--compile", "--finish-within", "10", "--compile-seconds", "-1"],
+                            "--compile-seconds must be"),
+                           (["--stack", "--finish-within", "10", "--compile-seconds", "5"],
+                            "--compile-seconds needs --compile and --finish-within"),
                            (["--finish-within", "10"], "--finish-within needs --stack and --jobs 1"),
                            (["--stack", "--jobs", "2", "--finish-within", "10"], "got --jobs 2"),
                            (["--stack", "--engine", "slurm", "--finish-within", "10"], "--finish-within is for "

@@ -98,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --stack, one job: after the runs already started, start only stacks of the waiting "
                           "runs expected to finish within this many seconds, each as large as fits (their step and "
                           "evaluation timed here first); runs left waiting end the call with exit 75")
+    run.add_argument("--compile-seconds", dest="compile_seconds", type=float, default=0.0,
+                     help="with --compile and --finish-within: the seconds a stack's step takes to compile, added to "
+                          "each stack's planned time (the plan times the step as written; "
+                          "benchmarks/bench_lm_compile.py measures it)")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--engine", choices=ENGINES, default="local",
                      help="local: a pool of --jobs processes here (default); slurm: one job-array task per run, "
@@ -247,12 +251,14 @@ def _run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--finish-within needs --stack and --jobs 1, got --jobs {args.jobs}"
                                  f"{'' if args.stack else ' without --stack'}")
             check_float("--finish-within", args.finish_within, 0, low_open=True)
+        check_float("--compile-seconds", args.compile_seconds, 0)
         resolve_device(args.device)
         try:
             data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
                                       not args.no_progress, jobs=args.jobs, threads=args.threads, stack=args.stack,
                                       stop_after=args.stop_after, stack_size=args.stack_size,
-                                      compiled=args.compiled, finish_within=args.finish_within)
+                                      compiled=args.compiled, finish_within=args.finish_within,
+                                      compile_seconds=args.compile_seconds)
         except DeadlineReached as err:
             print(f"stopped: {err}; finished runs are kept; run the same command again to continue", file=sys.stderr)
             return 75

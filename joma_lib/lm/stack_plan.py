@@ -50,7 +50,9 @@ TIMED_CHUNKS = 32
 class StackCost:
     """What a stack of ``R`` of a shape's ``runs`` waiting runs costs (``1 <= R <= runs``): ``step`` and
     ``evaluation`` (seconds) measured at ``R = 1`` and ``R = runs``, for runs of ``layers`` layers that train
-    ``steps`` steps and evaluate ``evaluations`` times."""
+    ``steps`` steps and evaluate ``evaluations`` times; ``start``, seconds a stack pays once before its steps
+    (compiling its step, where the runs compile: not timed by :func:`measure_cost`, which times the step as
+    written)."""
 
     runs: int
     layers: int
@@ -58,11 +60,12 @@ class StackCost:
     evaluations: int
     step: tuple[float, float]
     evaluation: tuple[float, float]
+    start: float = 0.0
 
     def seconds(self, r: int) -> float:
-        """``T(R) = steps * step(R) + evaluations * evaluation(R)``, each linear in ``R`` between the two sizes
-        measured."""
-        return (self.steps * linear_in_runs(r, self.runs, *self.step)
+        """``T(R) = start + steps * step(R) + evaluations * evaluation(R)``, each linear in ``R`` between the two
+        sizes measured."""
+        return (self.start + self.steps * linear_in_runs(r, self.runs, *self.step)
                 + self.evaluations * linear_in_runs(r, self.runs, *self.evaluation))
 
 

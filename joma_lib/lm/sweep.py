@@ -70,11 +70,12 @@ def _run_unit(unit: Sequence[RunConfig], out_dir: str | Path, device: str, progr
 
 def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, progress: bool,
                   data_of: Callable[[RunConfig], LMData], threads: int, deadline: float | None, compiled: bool,
-                  finish_by: float, stack_size: int | None, log: Callable[[str], None]
+                  finish_by: float, stack_size: int | None, log: Callable[[str], None], compile_seconds: float = 0.0
                   ) -> Iterator[tuple[list[RunConfig], list[tuple[RunConfig, dict[str, np.ndarray]]]]]:
     """Stacks of the waiting ``runs`` planned to finish by ``finish_by`` (``time.time()``;
-    :mod:`joma_lib.lm.stack_plan`), trained one after the other, the plan made again before each; yields each
-    stack and its runs' results. Raises :class:`DeadlineReached` when runs are left and no stack of them fits."""
+    :mod:`joma_lib.lm.stack_plan`), each planned with ``compile_seconds`` more for its start, trained one after the
+    other, the plan made again before each; yields each stack and its runs' results. Raises
+    :class:`DeadlineReached` when runs are left and no stack of them fits."""
     dev = resolve_device(device)
     costs: dict[tuple[tuple[str, Any], ...], StackCost] = {}
     pending = list(runs)
@@ -86,11 +87,11 @@ def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, p
                 measured = [replace(c, data=data.name) for c in group[:stack_size]]
                 cost, now = remembered_cost(Path(out_dir), {"lm": dict(stack_key(measured[0]))}, len(measured), dev,
                                             StackCost, lambda: measure_cost(measured, data, dev))
-                costs[stack_key(group[0])] = cost
+                costs[stack_key(group[0])] = cost = replace(cost, start=compile_seconds)
                 when = "timed" if now else "timed earlier"
                 log(f"{when} on {dev.type}, {cost.layers} layer(s): a step {1e3 * cost.step[0]:.2f} ms for one run, "
                     f"{1e3 * cost.step[1]:.2f} ms for {cost.runs}; an evaluation {cost.evaluation[0]:.2f} s and "
-                    f"{cost.evaluation[1]:.2f} s")
+                    f"{cost.evaluation[1]:.2f} s" + (f"; {compile_seconds:.0f} s to compile a stack" if compiled else ""))
         shape_costs = [costs[stack_key(group[0])] for group in groups]
         left = max(finish_by - time.time(), 0.0)
         sizes = plan(shape_costs, [min(len(g), c.runs) for g, c in zip(groups, shape_costs, strict=True)], left)
@@ -187,7 +188,7 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
 def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
               log: Callable[[str], None] = print, jobs: int = 1, threads: int = DEFAULT_THREADS,
               stack: bool = False, stop_after: float | None = None, stack_size: int | None = None,
-              compiled: bool = False, finish_within: float | None = None
+              compiled: bool = False, finish_within: float | None = None, compile_seconds: float = 0.0
               ) -> tuple[dict[str, np.ndarray], list[RunConfig]]:
     """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
 
@@ -198,7 +199,9 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
     with its loss through ``torch.compile``. ``finish_within`` (seconds, with ``stack``, one job) trains the runs
     already started (finished ones are loaded) and then starts only stacks of the waiting runs that are expected to
     finish within that time, each as large as fits (:mod:`joma_lib.lm.stack_plan`; at most ``stack_size`` runs);
-    the runs left waiting raise :class:`DeadlineReached`. ``jobs > 1`` trains that many runs (or stacks, cut
+    the runs left waiting raise :class:`DeadlineReached`; with ``compiled``, each such stack is planned with
+    ``compile_seconds`` more, the time its step takes to compile (the planner times the step as written).
+    ``jobs > 1`` trains that many runs (or stacks, cut
     into :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with this process; otherwise they go one after the
     other and each corpus is loaded once. Every run uses ``threads`` CPU threads either way, so the results do
     not depend on ``jobs``. ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
@@ -213,6 +216,10 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
         check_float("stop_after", stop_after, 0, low_open=True)
     if compiled and not stack:
         raise ValueError("compiled needs stack=True (--compile needs --stack)")
+    check_float("compile_seconds", compile_seconds, 0)
+    if compile_seconds and not (compiled and finish_within is not None):
+        raise ValueError("compile_seconds needs compiled and finish_within (--compile-seconds needs --compile and "
+                         "--finish-within)")
     if stack_size is not None:
         if not stack:
             raise ValueError("stack_size needs stack=True (--stack-size needs --stack)")
@@ -263,7 +270,7 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
             done += trained
     if finish_by is not None:
         for unit, trained in _train_fitted(waiting_runs, out_dir, device, progress, data_of, threads, deadline,
-                                           compiled, finish_by, stack_size, log):
+                                           compiled, finish_by, stack_size, log, compile_seconds):
             units.append(unit)
             done += trained
     trained_order = [cfg for unit in units for cfg in unit]  # the order of ``done``
