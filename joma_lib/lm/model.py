@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from joma_lib.base.run_axis import affine
 from joma_lib.base.validation import check_float, check_int
 
 
@@ -61,17 +62,9 @@ and the paper's sizes (``V`` = 28,782, ``d + 1`` = 201) are no multiples of 8 bf
 products do not need it (its numbers stay as they were)."""
 
 
-def affine(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None
-           ) -> torch.Tensor:
-    """``h W^T + b`` in one product: ``h [N, in]``, ``W [out, in]``, ``b [out]`` -> ``[N, out]``, or with a leading
-    run axis on all three (``[R, N, in]``, ``[R, out, in]``, ``[R, out]`` -> ``[R, N, out]``, one batched product)."""
-    if h.dim() == 2:
-        return torch.addmm(bias, h, weight.t(), out=out)
-    return torch.baddbmm(bias.unsqueeze(-2), h, weight.transpose(-2, -1), out=out)
-
-
 def _per_run(scale: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``scale`` (one number, or one per run ``[R]``) shaped to multiply ``x`` (``[..., R]`` first) run by run."""
+    """``scale`` (one number, or one per run ``[R]``) shaped to multiply ``x`` (``[R, ...]``, or one run's) run by
+    run."""
     return scale.view(scale.shape + (1,) * (x.dim() - scale.dim()))
 
 
@@ -118,7 +111,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         pad_rows, pad_cols = -vocab % rows_to, -(d + 1) % cols_to
         # h with a column of ones (and zeros to an aligned width): G^T [h, 1, 0] gives dW and db in one product
         h_low = torch.cat([h, h.new_ones(*runs, n, 1), h.new_zeros(*runs, n, pad_cols)], dim=-1).to(dtype)
-        w_low, b_low = weight.to(dtype), bias.to(dtype)  # [V, d], [V]
+        w_low, b_low = weight.to(dtype), bias.to(dtype)  # [(R,) V, d], [(R,) V]
         if pad_rows:
             w_low, b_low = F.pad(w_low, (0, 0, 0, pad_rows)), F.pad(b_low, (0, pad_rows), value=float("-inf"))
         g = torch.empty(*runs, n, vocab + pad_rows, dtype=dtype, device=h.device)
@@ -148,7 +141,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         h_aug, weight, g = ctx.saved_tensors
         scale = grad.float() / g.shape[-2]
         d, vocab = weight.shape[-1], ctx.vocab
-        dw_aug = g.transpose(-2, -1) @ h_aug  # [V, d + 1] (and the padding): dW and db, unscaled
+        dw_aug = g.transpose(-2, -1) @ h_aug  # [(R,) V, d + 1] (and the padding): dW and db, unscaled
         out = (g @ weight, dw_aug[..., :vocab, :d], dw_aug[..., :vocab, d])
         return (*(x.to(dt).mul_(_per_run(scale, x)) for x, dt in zip(out, ctx.out_dtypes, strict=True)),
                 None, None, None)

@@ -29,11 +29,11 @@ from typing import NamedTuple, Protocol
 import torch
 import torch.nn.functional as F
 
+from joma_lib.base.run_axis import affine, layer_norm
 from joma_lib.lm.data import n_chunks
 from joma_lib.lm.metrics import ENTROPY_EPS
 from joma_lib.lm.model import (
     TransformerLM,
-    affine,
     causal_mask,
     draw_mask_bits,
     mask_multipliers,
@@ -199,11 +199,6 @@ def mask_source(device: torch.device, seeds: Sequence[int], step: int = 0,
     return CounterMasks(seeds, step, device)
 
 
-def _layer_norm(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """LayerNorm over the last axis with each run's own gain and bias (``[R, d]``)."""
-    return F.layer_norm(h, h.shape[-1:]) * weight.unsqueeze(1) + bias.unsqueeze(1)
-
-
 LAYER_LINEARS = ("self_attn.in_proj", "self_attn.out_proj", "linear1", "linear2")
 """The linear maps of a layer (:class:`~joma_lib.lm.model.PostLNLayer`), each with a weight and a bias."""
 
@@ -276,11 +271,11 @@ class StackedLM:
                 a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             a = affine(a.reshape(R, B * T, self.d), p[f"layers.{i}.self_attn.out_proj.weight"],
                         p[f"layers.{i}.self_attn.out_proj.bias"])
-            z = _layer_norm(x + self._drop(a, training), p[f"layers.{i}.norm1.weight"], p[f"layers.{i}.norm1.bias"])
+            z = layer_norm(x + self._drop(a, training), p[f"layers.{i}.norm1.weight"], p[f"layers.{i}.norm1.bias"])
             f = self._drop(F.relu(affine(z, p[f"layers.{i}.linear1.weight"], p[f"layers.{i}.linear1.bias"])),
                            training)
             f = self._drop(affine(f, p[f"layers.{i}.linear2.weight"], p[f"layers.{i}.linear2.bias"]), training)
-            x = _layer_norm(z + f, p[f"layers.{i}.norm2.weight"], p[f"layers.{i}.norm2.bias"])
+            x = layer_norm(z + f, p[f"layers.{i}.norm2.weight"], p[f"layers.{i}.norm2.bias"])
         return x, maps
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:

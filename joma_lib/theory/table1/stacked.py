@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from joma_lib.base.run_axis import affine, layer_norm
 from joma_lib.theory.combination_hierarchy import CombinationHierarchy
 from joma_lib.theory.table1.model import HierarchyTransformer, Setting, Table1Config, later_positions
 from joma_lib.base.validation import check_int
@@ -82,16 +83,13 @@ def unstack(params: dict[str, torch.Tensor], run: int, model: HierarchyTransform
 
 
 def _linear(x: torch.Tensor, params: dict[str, torch.Tensor], name: str) -> torch.Tensor:
-    """Per run ``x W^T (+ b)``: ``x`` ``(R, n, d_in)``, ``W`` ``(R, d_out, d_in)``, ``b`` ``(R, d_out)``."""
-    weight = params[f"{name}.weight"].transpose(1, 2)
-    bias = params.get(f"{name}.bias")
-    return torch.bmm(x, weight) if bias is None else torch.baddbmm(bias.unsqueeze(1), x, weight)
+    """Per run ``x W^T (+ b)`` of the stacked map ``name``: ``x`` ``(R, n, d_in)`` -> ``(R, n, d_out)``."""
+    return affine(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
 
 
 def _layer_norm(x: torch.Tensor, params: dict[str, torch.Tensor], name: str) -> torch.Tensor:
-    """Per run LayerNorm over the last axis with the run's own scale and shift."""
-    normed = F.layer_norm(x, x.shape[-1:])
-    return normed * params[f"{name}.weight"].unsqueeze(1) + params[f"{name}.bias"].unsqueeze(1)
+    """Per run LayerNorm ``name`` over the last axis, with the run's own scale and shift."""
+    return layer_norm(x, params[f"{name}.weight"], params[f"{name}.bias"])
 
 
 def stacked_logits(params: dict[str, torch.Tensor], tokens: torch.Tensor, n_layers: int) -> torch.Tensor:
