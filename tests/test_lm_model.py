@@ -119,7 +119,8 @@ def test_the_read_out_of_a_stack_at_once_is_each_runs_read_out(branch, align):
         alone = [t[r].clone().requires_grad_() for t in (h, weight, bias)]
         loss = LinearCrossEntropy.apply(*alone, targets, branch, align)
         (loss * upstream[r]).backward()
-        for stacked, single in ((losses[r], loss), *((t.grad[r], a.grad) for t, a in zip(leaves, alone))):
+        for stacked, single in ((losses[r].detach(), loss.detach()),
+                                *((t.grad[r], a.grad) for t, a in zip(leaves, alone, strict=True))):
             assert float((stacked - single).abs().max()) <= 1e-12 * float(single.abs().max()), r
 
 

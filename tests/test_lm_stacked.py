@@ -46,7 +46,7 @@ def test_each_run_of_the_stack_has_its_unstacked_loss_and_gradient_with_its_own_
         logits, _ = model(x)
         loss = F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
         loss.backward()
-        assert abs(float(loss) - float(losses[r])) < 1e-12
+        assert abs(float(loss.detach()) - float(losses[r].detach())) < 1e-12
         for (name, p), g in zip(model.named_parameters(), grads, strict=True):
             assert p.grad is not None
             torch.testing.assert_close(g[r], p.grad, rtol=0, atol=1e-12, msg=name)
