@@ -67,19 +67,21 @@ def main() -> None:
     padded = READ_OUT_ALIGN["cuda"]
     runs = args.stack
     shapes = (args.tokens, args.d, args.vocab)
+    one_by_one, at_once = f"{runs} runs, one by one", f"{runs} runs, at once"
     steps = {"unpadded": read_out_step(*shapes, (1, 1), device),
              "padded": read_out_step(*shapes, padded, device),
-             f"{runs} runs, one by one": read_out_step(*shapes, padded, device, runs, at_once=False),
-             f"{runs} runs, at once": read_out_step(*shapes, padded, device, runs)}
+             one_by_one: read_out_step(*shapes, padded, device, runs, at_once=False),
+             at_once: read_out_step(*shapes, padded, device, runs)}
+    runs_of = {name: runs if name in (one_by_one, at_once) else 1 for name in steps}
     times = {name: median_ms(found) for name, found in
              time_alternately(steps, args.repeats, 3, device, "wall").items()}
     flop = 3 * 2 * args.tokens * args.d * args.vocab  # one run's forward product and the backward's two
     print(f"bf16 read-out, {args.tokens} tokens x d {args.d} x vocabulary {args.vocab}, on {device}, "
           f"median of {args.repeats} (padded to multiples of {padded[0]} rows and {padded[1]} columns)")
     for name, ms in times.items():
-        print(f"{name:<22} {ms:8.3f} ms   {flop * (runs if 'runs' in name else 1) / ms / 1e9:8.1f} TFLOP/s")
+        print(f"{name:<22} {ms:8.3f} ms   {flop * runs_of[name] / ms / 1e9:8.1f} TFLOP/s")
     ratio = times["unpadded"] / times["padded"]
-    batched = times[f"{runs} runs, one by one"] / times[f"{runs} runs, at once"]
+    batched = times[one_by_one] / times[at_once]
     print(f"unpadded / padded: {ratio:.2f}x; {runs} runs one by one / at once: {batched:.2f}x")
     if not args.no_write:
         results = {"tokens": args.tokens, "d": args.d, "vocab": args.vocab, "align": list(padded), "stack": runs,

@@ -154,6 +154,8 @@ def test_runs_already_started_finish_first_and_the_rest_wait_when_no_stack_fits(
                            (["--finish-within", "10"], "--finish-within needs --stack and --jobs 1"),
                            (["--stack", "--jobs", "2", "--finish-within", "10"], "got --jobs 2"),
                            (["--stack", "--engine", "slurm", "--finish-within", "10"], "--finish-within is for "
-                                                                                        "--engine local")):
+                                                                                        "--engine local"),
+                           (["--stack", "--compile", "--engine", "slurm", "--compile-seconds", "5"],
+                            "--compile-seconds is for --engine local")):
         assert main([*args, *extra]) == 2
         assert message in capsys.readouterr().err

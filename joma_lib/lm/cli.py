@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --stack, one job: after the runs already started, start only stacks of the waiting "
                           "runs expected to finish within this many seconds, each as large as fits (their step and "
                           "evaluation timed here first); runs left waiting end the call with exit 75")
-    run.add_argument("--compile-seconds", dest="compile_seconds", type=float, default=0.0,
+    run.add_argument("--compile-seconds", dest="compile_seconds", type=float,
                      help="with --compile and --finish-within: the seconds a stack's step takes to compile, added to "
                           "each stack's planned time (the plan times the step as written; "
                           "benchmarks/bench_lm_compile.py measures it)")
@@ -236,7 +236,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "run" and args.compiled and not args.stack:
         raise ValueError("--compile needs --stack")
     if args.command == "run" and args.engine == "slurm":
-        for flag, value in (("--stop-after", args.stop_after), ("--finish-within", args.finish_within)):
+        for flag, value in (("--stop-after", args.stop_after), ("--finish-within", args.finish_within),
+                            ("--compile-seconds", args.compile_seconds)):
             if value is not None:
                 raise ValueError(f"{flag} is for --engine local (a Slurm task stops at its --time and resumes)")
         _run_on_slurm(args, configs_from_args(args))
@@ -251,14 +252,15 @@ def _run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--finish-within needs --stack and --jobs 1, got --jobs {args.jobs}"
                                  f"{'' if args.stack else ' without --stack'}")
             check_float("--finish-within", args.finish_within, 0, low_open=True)
-        check_float("--compile-seconds", args.compile_seconds, 0)
+        if args.compile_seconds is not None:
+            check_float("--compile-seconds", args.compile_seconds, 0)
         resolve_device(args.device)
         try:
             data, configs = run_sweep(configs, args.out, args.device or os.environ.get("JOMA_DEVICE", "auto"),
                                       not args.no_progress, jobs=args.jobs, threads=args.threads, stack=args.stack,
                                       stop_after=args.stop_after, stack_size=args.stack_size,
                                       compiled=args.compiled, finish_within=args.finish_within,
-                                      compile_seconds=args.compile_seconds)
+                                      compile_seconds=args.compile_seconds or 0.0)
         except DeadlineReached as err:
             print(f"stopped: {err}; finished runs are kept; run the same command again to continue", file=sys.stderr)
             return 75

@@ -290,7 +290,8 @@ class StackedLM:
     def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Each run's token-mean next-token cross-entropy (nats), ``[R]``, with dropout (a training step): the
         read-out fused with the loss as in the unstacked model (:func:`~joma_lib.lm.model.read_out_loss`), for all
-        runs at once or run by run (``batched_read_out``), to the same numbers.
+        runs at once or run by run (``batched_read_out``): the same arithmetic, though a batched product may sum in
+        another order than one run's.
 
         Their sum is the loss to differentiate: the runs share no parameter, so the gradient of the sum with
         respect to run ``r``'s parameters is the gradient of run ``r``'s own loss.
