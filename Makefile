@@ -18,9 +18,9 @@ setup: $(STAMP)
 # uv installs the same pinned packages as pip would, several times faster. Bytecode is compiled at install, as pip
 # does: where PYTHONDONTWRITEBYTECODE is set (as on our CI machines) Python would otherwise compile every import
 # of every kernel and subprocess again (torch alone: ~3 s each time). `make setup UV_COMPILE=` leaves it to the
-# first import of each module instead, for a caller that lets Python write it (.ci/run). uv reads no pip.conf, so a wheel folder
-# that pip is configured with (a machine's local torch CPU wheel) is passed on (UV_FIND_LINKS; `make -s uv-flags`
-# prints them for .ci/colab_rehearsal.sh). UV_TORCH_BACKEND=cpu takes torch from PyTorch's CPU index (as the GitHub
+# first import of each module instead, for a caller that lets Python write it (.ci/run). uv reads no pip.conf, so a
+# wheel folder that pip is configured with (a machine's local torch CPU wheel) is passed on (UV_FIND_LINKS;
+# `make -s uv-flags` prints them for .ci/colab_rehearsal.sh). UV_TORCH_BACKEND=cpu takes torch from PyTorch's CPU index (as the GitHub
 # workflows do) instead of PyPI's CUDA build.
 UV_FIND_LINKS := $(foreach f,$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null),--find-links $(f))
 UV_COMPILE    ?= --compile-bytecode

@@ -20,9 +20,6 @@ trap 'rm -rf "$work"' EXIT
 t0=$(date +%s)
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg
 unset JOMA_OFFICIAL_DIR  # a reader has no copy of the authors' files
-# The reader's environment is compiled as it is used: the first notebook writes the bytecode of what it imports into
-# it, once (with PYTHONDONTWRITEBYTECODE set, as on our CI machines, every kernel would compile torch & co. again)
-unset PYTHONDONTWRITEBYTECODE
 
 venv_only=0
 if [ "${1:-}" = "--venv-only" ]; then venv_only=1; fi
@@ -34,7 +31,7 @@ cache=${JOMA_REHEARSAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/joma-rehearsal}
 mkdir -p "$cache"
 exec 9> "$cache/lock"
 flock 9  # one rehearsal at a time uses the cached environment
-key=$({ cat requirements.txt constraints.txt; "$python" -VV; echo "torch==2.13.0 ipykernel nbclient, bytecode written at first import"; } \
+key=$({ cat requirements.txt constraints.txt; "$python" -VV; echo "torch==2.13.0 ipykernel nbclient, bytecode compiled"; } \
       | sha256sum | cut -c1-16)
 venv="$cache/venv-$key"
 if [ -f "$venv/.complete" ]; then
@@ -42,11 +39,12 @@ if [ -f "$venv/.complete" ]; then
 else
   rm -rf "$cache"/venv-*  # an environment for other requirements is never used again
   "$python" -m venv "$venv"  # with pip, which the notebooks' install cell uses
-  # The packages pip would install, installed by uv as `make setup` does (pip's wheel folders passed on; bytecode
-  # is written by the first import of each module, see below); the dev venv's uv, or pip where there is none.
+  # The packages pip would install, installed by uv as `make setup` does (pip's wheel folders passed on, bytecode
+  # compiled: under PYTHONDONTWRITEBYTECODE every kernel would compile torch & co. again); the dev venv's uv, or pip
+  # where there is none.
   if [ -x .venv/bin/uv ]; then
     # the Makefile's --find-links flags (split into words on purpose)
-    install=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --python "$venv/bin/python"
+    install=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install -q --compile-bytecode --python "$venv/bin/python"
              $(make -s --no-print-directory uv-flags PYTHON="$python"))
   else
     install=("$venv/bin/pip" install -q)

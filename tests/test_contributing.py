@@ -50,7 +50,11 @@ def page_steps() -> dict[str, str]:
 @pytest.fixture
 def recipe_module(tmp_path, monkeypatch):
     """The recipe's module as joma_lib/chapters/mypage/figures.py, in a temporary folder on the chapters' path;
-    ``recipe_module(source)`` (re)writes the module and clears what was imported of it."""
+    ``recipe_module(source)`` (re)writes the module and clears what was imported of it.
+
+    No bytecode of it is written: a rewrite of the same size in the same second would otherwise be imported from
+    the first version's (Python checks a .pyc by the source's size and mtime in whole seconds)."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     package_dir = tmp_path / "pkg" / "mypage"
     package_dir.mkdir(parents=True)
     (package_dir / "__init__.py").write_text('"""The mypage chapter."""\n')
