@@ -20,8 +20,8 @@ setup: $(STAMP)
 # of every kernel and subprocess again (torch alone: ~3 s each time). `make setup UV_COMPILE=` leaves it to the
 # first import of each module instead, for a caller that lets Python write it (.ci/run). uv reads no pip.conf, so a
 # wheel folder that pip is configured with (a machine's local torch CPU wheel) is passed on (UV_FIND_LINKS;
-# `make -s uv-flags` prints them for .ci/colab_rehearsal.sh). UV_TORCH_BACKEND=cpu takes torch from PyTorch's CPU index (as the GitHub
-# workflows do) instead of PyPI's CUDA build.
+# `make -s uv-flags` prints them for .ci/colab_rehearsal.sh). UV_TORCH_BACKEND=cpu takes torch from PyTorch's CPU
+# index (as the GitHub workflows do) instead of PyPI's CUDA build.
 UV_FIND_LINKS := $(foreach f,$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null),--find-links $(f))
 UV_COMPILE    ?= --compile-bytecode
 UV_INSTALL     = UV_NATIVE_TLS=1 $(BIN)/uv pip install -q $(UV_COMPILE) --python $(BIN)/python -c constraints.txt \
