@@ -18,7 +18,8 @@ BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.
 
 
 def _python(log: Path | None, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER")}
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "JOMA_CPU_LOG")}
     environment |= {"PYTHONPATH": str(ci_cpu.SITE), **env}
     if log is not None:
         environment["JOMA_CPU_LOG"] = str(log)
