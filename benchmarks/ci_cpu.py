@@ -46,6 +46,12 @@ def kind_of(record: dict) -> str:
     return next((kind for kind, pattern in KINDS if pattern.search(key)), "other")
 
 
+def short(argv: str) -> str:
+    """A logged command line with each absolute path cut to its last two parts (the clone's and the venvs' folders
+    say nothing)."""
+    return " ".join(str(Path(*Path(word).parts[-2:])) if word.startswith("/") else word for word in argv.split())
+
+
 def read_log(log: Path) -> list[dict]:
     """The records of every process logged in ``log``."""
     return [json.loads(path.read_text()) for path in sorted(log.glob("*.json"))]
@@ -67,9 +73,9 @@ def table(records: Iterable[dict], wall: float | None = None, cores: int = 2, to
     lines.append(f"{total:8.1f}  {len(records):5d}  logged in all")
     if wall is not None:
         lines.append(f"{cores * wall - total:8.1f}         not logged, of {cores} cores x {wall:.0f} s wall (programs "
-                     "not in Python, killed processes, idle)")
+                     "not in Python, killed processes, the OS, idle)")
     lines += ["", f"largest {top} processes:"]
-    lines += [f"{r['cpu']:8.1f}  {r['argv'][:110]}" for r in sorted(records, key=lambda r: -r["cpu"])[:top]]
+    lines += [f"{r['cpu']:8.1f}  {short(r['argv'])[:110]}" for r in sorted(records, key=lambda r: -r["cpu"])[:top]]
     lines += ["", f"tests whose processes cost most ({top}; a worker's own work is not split by test):"]
     lines += [f"{cpu:8.1f}  {test}" for test, cpu in sorted(by_test.items(), key=lambda kv: -kv[1])[:top]]
     return "\n".join(lines)

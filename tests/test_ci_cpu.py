@@ -75,3 +75,8 @@ def test_table_refuses_a_log_that_is_not_a_folder(tmp_path, capsys):
     with pytest.raises(SystemExit):
         ci_cpu.main(["table", str(tmp_path / "missing")])
     assert "LOG_DIR must be a folder" in capsys.readouterr().err
+
+
+def test_the_largest_processes_are_named_without_their_folders():
+    argv = "/tmp/ci/clone/.venv/bin/python /tmp/ci/clone/joma_lib/figures/__main__.py verify c-rerun-quick --from /s/t"
+    assert ci_cpu.short(argv) == "bin/python figures/__main__.py verify c-rerun-quick --from s/t"
