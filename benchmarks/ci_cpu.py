@@ -25,11 +25,12 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(__file__).resolve().parent / "ci_cpu_site"
 
-#: kinds of process, the first whose test matches wins (a record: its command line, test and xdist worker)
+#: kinds of process, the first whose pattern matches wins (a record: its command line, test and xdist worker)
 KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("make test: its workers", re.compile(r"^worker:\S+ test: argv:\S+ -c$")),
     ("make test: processes its tests start", re.compile(r"^worker:\S+ test:.+")),
@@ -40,7 +41,7 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-def kind_of(record: dict) -> str:
+def kind_of(record: dict[str, Any]) -> str:
     """The kind of a logged process (:data:`KINDS`), else ``other``."""
     key = f"worker:{record['worker']} test:{record['test']} argv:{record['argv']}"
     return next((kind for kind, pattern in KINDS if pattern.search(key)), "other")
@@ -52,12 +53,12 @@ def short(argv: str) -> str:
     return " ".join(str(Path(*Path(word).parts[-2:])) if word.startswith("/") else word for word in argv.split())
 
 
-def read_log(log: Path) -> list[dict]:
+def read_log(log: Path) -> list[dict[str, Any]]:
     """The records of every process logged in ``log``."""
     return [json.loads(path.read_text()) for path in sorted(log.glob("*.json"))]
 
 
-def table(records: Iterable[dict], wall: float | None = None, cores: int = 2, top: int = 15) -> str:
+def table(records: Iterable[dict[str, Any]], wall: float | None = None, cores: int = 2, top: int = 15) -> str:
     """CPU seconds by kind, the largest processes, and the tests whose subprocesses cost most."""
     records = list(records)
     by_kind: dict[str, list[float]] = defaultdict(list)
