@@ -109,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"LOG_DIR must be a folder of logged processes, got {args.log}")
         print(table(read_log(args.log)))
         return 0
+    if args.clone is not None and args.clone.exists():
+        parser.error(f"--clone must be a path that does not exist yet, got {args.clone}")
     work = Path(tempfile.mkdtemp(prefix="ci_cpu-"))
     clone, log = args.clone or work / "clone", work / "log"
-    if clone.exists():
-        parser.error(f"--clone must be a path that does not exist yet, got {clone}")
     log.mkdir()
     wall = run(clone, log)
     print(f"\nlog: {log}\n" + table(read_log(log), wall=wall, cores=os.cpu_count() or 1))

@@ -80,3 +80,12 @@ def test_table_refuses_a_log_that_is_not_a_folder(tmp_path, capsys):
 def test_the_largest_processes_are_named_without_their_folders():
     argv = "/tmp/ci/clone/.venv/bin/python /tmp/ci/clone/joma_lib/figures/__main__.py verify c-rerun-quick --from /s/t"
     assert ci_cpu.short(argv) == "bin/python figures/__main__.py verify c-rerun-quick --from s/t"
+
+
+def test_run_refuses_an_existing_clone_folder_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ci_cpu.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(SystemExit):
+        ci_cpu.main(["run", "--clone", str(tmp_path)])
+    assert "--clone must be a path that does not exist yet" in capsys.readouterr().err
+    assert not list((tmp_path / "tmp").iterdir())  # no scratch folder was made
