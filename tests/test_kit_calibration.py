@@ -102,22 +102,17 @@ def test_trained_figures_are_calibrated():
 
 
 @pytest.mark.slow
-def test_trained_figure_verifies_on_an_avx2_cpu_under_mkl_compatible():
-    """verify (data within the measured tolerances, claims as the book says) under other numerics than the default:
-    those of a CPU without bf16 kernels (oneDNN capped at AVX2, precision fp32) whose MKL takes its
-    ``MKL_CBWR=COMPATIBLE`` path.
+def test_trained_figure_verifies_under_mkl_compatible():
+    """verify (data within the measured tolerances, claims as the book says) under MKL_CBWR=COMPATIBLE.
 
-    One trained figure, ``c-rerun-quick`` (the one whose uncalibrated check failed under MKL_CBWR=COMPATIBLE). In
-    fp32 MKL computes its products; in bf16, which ``auto`` picks on a CPU with bf16 kernels, oneDNN computes them,
-    and MKL_CBWR=COMPATIBLE alone moved the figure's data by 1.7e-7 only. CI's verify step regenerates every trained
-    figure under the default numerics.
+    One trained figure, ``c-rerun-quick`` (the one whose uncalibrated check failed under this variant); CI's
+    verify step regenerates every trained figure under the default numerics.
     """
-    env = {**os.environ, **calibration.VARIANTS["mkl-compatible"], **calibration.VARIANTS["onednn-avx2"],
-           "JOMA_PRECISION": "fp32"}
+    env = {**os.environ, **calibration.VARIANTS["mkl-compatible"]}
     command = [sys.executable, "-m", "joma_lib.figures", "verify", "c-rerun-quick"]
     variant_stores = os.environ.get(VARIANT_STORES_ENV)
     if variant_stores:  # computed once per CI run: .ci/run runs this test in phase 1, keeping the data for `make test`
-        store = Path(variant_stores) / "avx2-mkl-compatible-fp32"
+        store = Path(variant_stores) / "mkl-compatible"
         store.mkdir(parents=True, exist_ok=True)
         command += ["--from", str(store), "--keep"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1],
