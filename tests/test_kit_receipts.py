@@ -74,7 +74,8 @@ def test_a_receipt_says_where_the_data_came_from(figures, monkeypatch, capsys):
     gen = figures / "gen"
     monkeypatch.delenv(harness.STORE_ENV, raising=False)
     harness.show("c-run", out_dir=gen)
-    assert _receipt(gen, "c-run")["source"] == "stored-run"
+    stored = _receipt(gen, "c-run")
+    assert stored["source"] == "stored-run" and stored["precision"].startswith("trained beforehand, read back here")
     harness.show("c-offline", out_dir=gen)
     offline = _receipt(gen, "c-offline")
     assert offline["source"] == "reference" and offline["deviation"] is None

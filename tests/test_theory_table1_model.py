@@ -19,7 +19,7 @@ from joma_lib.chapters.table1.table1 import (
     level_specificity,
 )
 from joma_lib.kit.registry import get_spec
-from joma_lib.base.precision import PrecisionUnavailableError
+from joma_lib.base.precision import PrecisionUnavailableError, precisions_used
 from joma_lib.theory.table1.model import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, step_flops, TABLE1_SETTINGS, Table1Config, train_and_score, training_precision
 from joma_lib.theory.table1.runs import CONFIGS
 
@@ -229,6 +229,15 @@ def test_numerics_set_the_configurations_threads_and_full_fp32_products_and_rest
         torch.backends.cuda.matmul.allow_tf32 = False
     with pytest.raises(ValueError, match=r"precision must be one of \['fp32', 'bf16', 'tf32'\], got 'fp16'"):
         Table1Config(precision="fp16")
+
+
+def test_the_training_precision_is_noted_for_the_manifests_of_the_figures_being_made() -> None:
+    """Table 1's figures record the precision they were trained in, as the language models' do (their receipts
+    said "no model trained")."""
+    with precisions_used() as used:
+        with training_precision(CONFIGS["check"], torch.device("cpu")):
+            pass
+    assert used == {CONFIGS["check"].precision} == {"fp32"}
 
 
 def test_a_precision_the_device_cannot_run_is_refused_before_any_work() -> None:

@@ -33,7 +33,8 @@ RECEIPT_SUFFIX = "receipt.json"
 CITE_SUFFIX = "cite.json"
 SOURCES = {
     "computed": "computed by the code of this version",
-    "stored-run": "read from a stored run (joma_lib/lm/results/: a run too long for CI), drawn by this version",
+    "stored-run": "read from a stored run (joma_lib/lm/results/: a run too long to retrain on every check), "
+                  "drawn by this version",
     "reference": "drawn from the committed reference data: its input was unavailable where it was built",
     "overrides": "computed with parameters other than the registered ones (not compared with the reference)",
 }
@@ -61,7 +62,9 @@ def make_receipt(fig_id: str, data_file: Path, source: str, environment: Mapping
     if source not in SOURCES:
         raise ValueError(f"source must be one of {sorted(SOURCES)}, got {source!r}")
     spec = get_spec(fig_id)
-    precision = environment.get("precision") or f"no model trained; numbers in {', '.join(sorted(set(dtypes)))}"
+    numbers = f"numbers in {', '.join(sorted(set(dtypes)))}"
+    precision = environment.get("precision") or (f"trained beforehand, read back here; {numbers}"
+                                                  if source == "stored-run" else f"no model trained; {numbers}")
     return {
         "fig_id": fig_id,
         "title": spec.title,

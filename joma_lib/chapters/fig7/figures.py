@@ -157,7 +157,7 @@ ONLINE_CLAIMS = (OnlineClaim(PYTHIA_CLAIM, fetch_pythia, "book/fig7.md",
 
 QUICK_CLAIM = Claim(
     "fig7-standin-srank-bounce-quick", "Fig. 7 (offline stand-in)",
-    f"Shortened stand-in run, retrained by CI: the stable rank of layer 0's W1 climbs back by at least "
+    f"Shortened stand-in run, retrained on every check: the stable rank of layer 0's W1 climbs back by at least "
     f"{BOUNCE_FRACTION:.0%} of its drop (a guard of the code path; layer 0 only)",
     _lowest_layer_bounce, ">=", BOUNCE_FRACTION, kind="companion", threshold_set="after-data",
     threshold_note="the stand-in's 10 % bar, applied to layer 0 of a quick run whose rebound (0.14) was known")

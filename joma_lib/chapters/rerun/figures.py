@@ -275,7 +275,7 @@ FIGURES = [
     ),
     FigureSpec(
         fig_id="c-rerun-quick",
-        title="Shortened CPU re-run, retrained by CI",
+        title="Shortened CPU re-run, retrained on every check",
         paper_ref="companion (Fig. 6 analogue)",
         chapter="book/rerun.md",
         make=make_quick,

@@ -36,7 +36,7 @@ from torch import nn
 
 from joma_lib.theory.combination_hierarchy import CombinationHierarchy, HierarchySample
 from joma_lib.base.device import pinned_threads, resolve_device
-from joma_lib.base.precision import PRECISIONS, require
+from joma_lib.base.precision import PRECISIONS, record_used, require
 from joma_lib.base.precision import numerics as precision_numerics
 from joma_lib.base.validation import as_finite_array, check_choice, check_float, check_int
 
@@ -119,7 +119,9 @@ def numerics(config: Table1Config, device: torch.device) -> Iterator[None]:
 
 def training_precision(config: Table1Config, device: torch.device) -> AbstractContextManager[None]:
     """The training steps' numerics: ``config.precision`` (:func:`joma_lib.base.precision.numerics`: fp32, TF32
-    products, or bf16 autocast with fp32 weights, Adam state and loss)."""
+    products, or bf16 autocast with fp32 weights, Adam state and loss), noted for the manifests and receipts of the
+    figures being made (:func:`~joma_lib.base.precision.record_used`)."""
+    record_used(config.precision)
     return precision_numerics(config.precision, device)
 
 
