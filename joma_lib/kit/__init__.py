@@ -21,6 +21,7 @@ from joma_lib.kit.glue import glue
 from joma_lib.kit.harness import (
     REFERENCE_DIR,
     MissingReferenceError,
+    calibrated_tolerances,
     compare,
     compute,
     draw,
@@ -37,10 +38,11 @@ from joma_lib.lm import authors as _authors  # noqa: F401 - declares JOMA_OFFICI
 from joma_lib.base.startup import check_environment
 
 __all__ = [
-    "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger", "check_claims",
-    "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec", "glue", "headline", "html_table",
-    "ledger", "load_reference", "load_results", "parity_coverage", "parity_table", "registry", "save_outputs", "show",
-    "story_markdown", "story_verdict", "surprises", "table1_steps", "update_reference", "verify", "with_static_view",
+    "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger",
+    "calibrated_tolerances", "check_claims", "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec",
+    "glue", "headline", "html_table", "ledger", "load_reference", "load_results", "parity_coverage", "parity_table",
+    "registry", "save_outputs", "show", "story_markdown", "story_verdict", "surprises", "table1_steps",
+    "update_reference", "verify", "with_static_view",
 ]
 
 check_environment()  # a page's first import: a bad environment variable fails here, before any figure is made

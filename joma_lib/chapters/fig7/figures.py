@@ -177,7 +177,7 @@ FIGURES = [
     ),
     FigureSpec(
         fig_id="c-fig7-quick",
-        title="Stable rank of the lower MLP matrix: the shortened stand-in run CI retrains",
+        title="Stable rank of the lower MLP matrix: the shortened stand-in run, retrained on every check",
         paper_ref="Fig. 7 (offline stand-in)",
         chapter="book/fig7.md",
         make=make_quick,
