@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from joma_lib.chapters.table1 import config_text, level_specificity, table1_markdown
+from joma_lib.chapters.table1 import config_text, level_specificity, reference_claims, table1_markdown
 from joma_lib.chapters.table1.table1 import level_specificity_sd
+from joma_lib.kit.claims import format_value, ledger
 from joma_lib.kit.harness import load_reference
 
 
@@ -36,6 +37,13 @@ def test_level_specificity_in_seed_deviations_has_the_sign_of_the_raw_margin():
         trained[:, :, k, k] = trained[:, :, :, k].max(axis=2) + 0.1  # layer k made the best for level k
     diagonal["trained"], diagonal["trained_mean"] = trained, trained.mean(axis=1)
     assert level_specificity(diagonal) > 0 and level_specificity_sd(diagonal) > 2
+
+
+def test_the_reference_values_the_page_quotes_are_the_ledgers():
+    # the ledger reads a trained figure's committed reference, so the page's reference values must be its rows
+    rows = ledger(["table1"], load=load_reference)
+    assert reference_claims() == {row.claim_id: (format_value(row.value), row.verdict) for row in rows}
+    assert all(row.verdict == row.book_says for row in rows)  # the page says both runs give the book's verdicts
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from joma_lib.chapters.table1.table1 import (
     LEVEL_MARGIN_SD,
     config_text,
     level_specificity,
+    reference_claims,
     table1_markdown,
     training_flops,
 )
@@ -20,5 +21,5 @@ from joma_lib.chapters.table1.table1_paper import PAPER_CLAIMS
 __all__ = [
     "PAPER_CLAIMS",
     "CONFIGS", "H100_FP32_FLOPS", "LEVEL_MARGIN_SD", "TABLE1_SETTINGS", "TABLE1_SPREAD", "config_text",
-    "level_specificity", "table1_markdown", "token_baseline", "training_flops",
+    "level_specificity", "reference_claims", "table1_markdown", "token_baseline", "training_flops",
 ]

@@ -9,6 +9,8 @@ from typing import Literal
 import numpy as np
 from matplotlib.figure import Figure
 
+from joma_lib.kit.claims import evaluate_figure, format_value
+from joma_lib.kit.harness import load_reference
 from joma_lib.kit.registry import Claim, FigureData
 from joma_lib.theory.table1.model import Table1Config, step_flops, token_baseline
 from joma_lib.theory.table1.runs import CONFIGS, run_table1, seed_std, WIDE_RESULTS_FILE
@@ -182,6 +184,14 @@ def level_specificity_sd(data: FigureData) -> float:
             best = max(others, key=lambda j: float(trained[s, :, j, k].mean()))
             margins.append(pooled_margin(trained[s:s + 1, :, k, k], trained[s:s + 1, :, best, k]))
     return float(min(margins))
+
+
+def reference_claims() -> dict[str, tuple[str, str]]:
+    """The claims of ``table1`` as the ledger states them: evaluated on the figure's committed reference run (the
+    ledger reads a trained figure's reference, :func:`joma_lib.kit.claims.book_ledger`, while the page trains its
+    own), claim id -> (value as the ledger prints it, verdict)."""
+    return {row.claim_id: (format_value(row.value), row.verdict)
+            for row in evaluate_figure("table1", load_reference("table1"))}
 
 
 BLIND_AT_INIT = ("the untrained networks and the shuffled-label controls pass the same bar (single-token detectors "
