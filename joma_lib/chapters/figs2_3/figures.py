@@ -82,8 +82,8 @@ def plot_fig2(data: FigureData) -> Figure:
     fig.colorbar(im, ax=ax_x, label="$x_l$")
     steps = data["steps"]
     curves = [("nc_full", "C3", "-", r"NC$(\hat z, z)$: Theorem 1"),
-              ("nc_sum_sq", "C2", "--", r"NC$(\hat z_1, z)$: $\frac{1}{2T}\sum_k v_k^2$ alone"),
-              ("nc_mean_attn", "C0", "--", r"NC$(\hat z_2, z)$: $-\frac{1}{2T}\bar b\sum_k\|v_k\|^2$ alone")]
+              ("nc_sum_sq", "C2", "--", r"NC$(\hat z_1, z)$: $\frac{1}{2\tau}\sum_k v_k^2$ alone"),
+              ("nc_mean_attn", "C0", "--", r"NC$(\hat z_2, z)$: $-\frac{1}{2\tau}\bar b\sum_k\|v_k\|^2$ alone")]
     for key, colour, style, label in curves:
         for s in range(1, data[key].shape[0]):
             ax_nc.plot(steps, data[key][s], color=colour, ls=style, lw=0.8, alpha=0.35)
@@ -151,7 +151,7 @@ def _fig2_claims(variant: str, label: str, threshold: float) -> tuple[Claim, ...
               threshold_note="set from a replica of the authors' script (min NC 0.993 Gaussian, 0.946-0.961 random), "
                              "committed with the claim in 4830e84 after this figure's data (a08e707)"),
         Claim(f"fig2-sum-sq-term-{variant}", "Fig. 2 (the authors' code)",
-              f"{label} $X$: the " r"$\frac{1}{2T}\sum_k \mathbf v_k^2$" " term alone still predicts the logits at the "
+              f"{label} $X$: the " r"$\frac{1}{2\tau}\sum_k \mathbf v_k^2$" " term alone still predicts the logits at the "
               "end, min NC",
               lambda d: float(d["nc_sum_sq"][:, -1].min()), ">=", 0.9, kind="companion", threshold_set="after-data",
               threshold_note="a round 90 % bar committed with the claim in 4830e84, after this figure's data (a08e707) "

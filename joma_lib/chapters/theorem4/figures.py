@@ -269,7 +269,7 @@ VARIANT_CLAIMS = (
 )
 RATE_CLAIMS = (
     Claim("thm4-rate-ratio", "Theorem 4",
-          r"Convergence rates $\ln(1/\delta_j)$ of two components have ratio $\to \exp((\mu_j^2 - \mu_k^2)/2)$: "
+          r"Convergence rates $\ln(1/\delta_j)$ of two components have ratio $\to \exp((\mu_j^2 - \mu_{j'}^2)/2)$: "
           "relative "
           "gap at t = 200 (error ~ C/t; 0.2 %)", _rate_error, "<", 2e-3,
           kind="paper", threshold_set="before-data"),
