@@ -4,12 +4,13 @@ section's step table, goals and what says the step is bound by its kernels."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from joma_lib.kit.benchmarks import table1_steps
 from joma_lib.lm.stack_plan import StackCost
 
-from joma_lib.chapters.performance import gpu
+from joma_lib.chapters.performance import gpu, presentation
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, plot_precision
 
 
@@ -161,3 +162,32 @@ def test_table1_takes_the_loans_its_stacks_fit_into_and_fills_what_the_sweep_lea
     with pytest.raises(ValueError, match="no stack of the waiting runs finishes in a loan of 90 s"):
         gpu.loans_needed({}, 90, table1=cost)
 
+
+
+def test_a_range_prints_one_value_where_both_ends_print_alike():
+    assert presentation.span(1.12, 1.14) == "1.1" and presentation.span(1.12, 1.16) == "1.1–1.2"
+    assert presentation.span(1.124, 1.126, ".2f") == "1.12–1.13" and presentation.span(3, 3, "d") == "3"
+    stored = _lm_stack([2.5, 4.0, 8.0], [6.0, 9.0, 15.0], 3000)  # stacked 5.0-10.0x by depth
+    for r in stored["results"]["rows"]:
+        r["authors_over_one"] = 4.06 + r["layers"] / 100  # 4.07-4.11x: one value at the printed precision
+    assert gpu.ratio_range(stored, "authors_over_one") == "4.1"
+    assert gpu.ratio_range(stored, "authors_over_stacked") == "5.0–10.0"
+
+
+def test_a_table_has_one_header_row_with_every_cell_in_full():
+    rows = [{"layers": 1, "note": "x" * 80}, {"layers": 2, "note": "y"}]
+    frame = presentation.table(rows, "layers")
+    assert list(frame.index) == [1, 2] and frame.index.name is None and frame.columns.name == "layers"
+    html = frame._repr_html_()
+    assert html.count("<tr") == 3 and "<th>layers</th>" in html  # one header row, "layers" in its corner
+    with pd.option_context("display.max_colwidth", None):
+        assert "x" * 80 in frame._repr_html_()
+
+
+def test_the_loans_sentence_says_when_planning_together_saves_none():
+    assert presentation.joint_loans(4, 5) == ("the sweep and Table 1 together take 4 loans, "
+                                              "against 5 one after the other")
+    assert "as many as one after the other: planning them jointly saves no loan here" in presentation.joint_loans(5, 5)
+    assert presentation.joint_loans(1, 2).startswith("the sweep and Table 1 together take 1 loan, against 2")
+    with pytest.raises(ValueError, match="more than the 4 one after the other"):
+        presentation.joint_loans(5, 4)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from joma_lib.chapters.performance.presentation import span
 from joma_lib.kit.benchmarks import table1_steps
 from joma_lib.kit.sweeps import PAPER_SO_FAR, load_runs
 from joma_lib.lm.presets import paper_sweep_configs
@@ -45,9 +46,9 @@ class Goal:
 
 def ratio_range(lm_stack: Mapping[str, Any], key: str) -> str:
     """The smallest and the largest of a ratio over the depths (``authors_over_one``, ``authors_over_stacked``),
-    as the page writes them."""
+    as the page writes them (one value where both print alike)."""
     values = [r[key] for r in lm_stack["results"]["rows"]]
-    return f"{min(values):.1f}–{max(values):.1f}"
+    return span(min(values), max(values))
 
 
 def step_rows(lm_stack: Mapping[str, Any]) -> list[dict[str, Any]]:
