@@ -10,7 +10,7 @@ import pytest
 from joma_lib.kit.benchmarks import table1_steps
 from joma_lib.lm.stack_plan import StackCost
 
-from joma_lib.chapters.performance import gpu, presentation
+from joma_lib.chapters.performance import gpu, paper_runs_waiting, presentation
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, plot_precision
 
 
@@ -141,7 +141,7 @@ def test_a_loan_finishes_the_stacks_that_fit_and_sizing_them_saves_loans():
     with pytest.raises(ValueError, match="no stack of the waiting runs finishes in a loan of"):
         gpu.loans_needed(costs, 150 / PLAN_SHARE)
     # the sweep's runs still missing, from the committed runs so far: the 5- and 10-layer models
-    assert gpu.paper_runs_waiting() == {5: 21, 10: 3}
+    assert paper_runs_waiting() == {5: 21, 10: 3}
 
 
 def test_table1_takes_the_loans_its_stacks_fit_into_and_fills_what_the_sweep_leaves():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from joma_lib.kit.sweeps import paper_runs_waiting
 from joma_lib.chapters.rerun import paper
 from joma_lib.lm.presets import paper_sweep_configs
 from joma_lib.base.io import InputUnavailableError
@@ -74,8 +75,12 @@ def test_they_are_in_the_ledger_as_paper_claims_set_before_data_and_not_run_unti
     assert {(o.claim.kind, o.claim.threshold_set, o.page) for o in claims.values()} == {
         ("paper", "before-data", "book/rerun.md")}
     monkeypatch.setattr(paper, "PAPER_RESULTS", tmp_path / "rerun-paper.npz")
-    with pytest.raises(InputUnavailableError, match="gpu_checks.sh"):
+    done, total = paper.paper_runs_in()
+    with pytest.raises(InputUnavailableError, match="rerun-paper.npz") as raised:
         paper.fetch_paper_rerun()
+    # the reason says how many of the sweep's runs are in, and that the claims wait for all of them
+    assert f"{done} of the paper sweep's {total} runs have finished" in str(raised.value)
+    assert f"the claims are judged when all {total} are in" in str(raised.value)
     np.savez(tmp_path / "rerun-paper.npz", **_sweep(_dip_and_bounce, _paper_like_loss))
     assert paper.fetch_paper_rerun()["attn_entropy"].shape == (30, len(STEPS), 10)
 
@@ -100,3 +105,24 @@ def test_the_stored_runs_so_far_are_paper_scale_runs_of_the_sweep():
     assert {(int(n), float(lr), int(s)) for n, lr, s in zip(data["nlayers"], data["lr"], data["seed"])} <= configs
     assert (data["minibatch"][:, -1] == 58_000).all() and (np.diff(data["minibatch"], axis=1) == 1000).all()
     assert np.isfinite(data["val_loss"]).all()
+
+
+def test_the_runs_in_are_the_sweeps_runs_among_the_finished_ones(tmp_path):
+    full = _sweep(_dip_and_bounce, _paper_like_loss)
+    assert paper.paper_runs_in(tmp_path / "none.npz") == (0, 30)
+    np.savez(tmp_path / "all.npz", **full)
+    assert paper.paper_runs_in(tmp_path / "all.npz") == (30, 30)
+    keep = (full["nlayers"] <= 2) | (full["lr"] == 1e-2)  # the 1- and 2-layer runs, and the 5-layer ones at lr 1e-2
+    np.savez(tmp_path / "some.npz", **{k: v[keep] for k, v in full.items()})
+    assert paper.paper_runs_in(tmp_path / "some.npz") == (9, 30)
+    other = {k: v[keep].copy() for k, v in full.items()}
+    other["seed"][:] = 7  # runs of another seed are no runs of the sweep
+    np.savez(tmp_path / "other.npz", **other)
+    assert paper.paper_runs_in(tmp_path / "other.npz") == (0, 30)
+
+
+def test_the_runs_in_agree_with_the_runs_the_performance_page_plans():
+    """The ledger's reason and the performance page count the same finished runs of the stored sweep so far."""
+    done, total = paper.paper_runs_in()
+    assert total == len(paper_sweep_configs())
+    assert done == total - sum(paper_runs_waiting().values())

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from joma_lib.kit import claims, ledger_views
 
 
@@ -42,7 +46,39 @@ def test_a_story_verdict_reads_only_the_evidence():
     assert ledger_views.story_verdict([_row("b", "fails"), blind]) == "fails"  # the blind hold does not rescue it
     assert ledger_views.story_verdict([blind, typo, _row("n", "not-run")]) == "not tested"
     text = ledger_views.story_markdown([_row("a", "holds"), typo, blind])
-    assert text.startswith("**Verdict: holds** (1 of 1 claims of the paper that could fail without its mechanism hold)")
+    assert text.startswith("**Verdict: holds** (claims of the paper that could fail without its mechanism: 1 hold, "
+                           "0 fail, 0 not run; 1 more holds without the mechanism too (untrained or control), not "
+                           "counted)")
     evidence, caveats = text.split("**Caveats**")
     assert "`a`" in evidence and "`toy-typo`" in caveats and "`toy-blind`" in caveats and "`toy-typo`" not in evidence
-    assert ":::{dropdown}" in text and text.rstrip().endswith(":::")
+    assert ":::{dropdown} The ledger's rows for this result" in text and text.rstrip().endswith(":::")
+
+
+def test_a_verdict_line_names_its_subject_and_a_box_of_evidence_only_says_so():
+    text = ledger_views.story_markdown([_row("a", "not-run"), _row("b", "not-run")], subject="the big re-run")
+    assert text.startswith("**Verdict on the big re-run: not tested** (claims of the paper that could fail without "
+                           "its mechanism: 0 hold, 0 fail, 2 not run)")
+    assert ":::{dropdown} The ledger's rows for the big re-run" in text
+    caveats = text.split("**Caveats**")[1]
+    assert "- none among these rows: they are all claims of the paper" in caveats and "- none\n" not in caveats
+
+
+def _paper_header(table: str) -> str:
+    """The text of the header row of the paper's claims in an HTML table of the ledger."""
+    (header,) = re.findall(r'<tbody class="kind-paper"><tr class="kind-header"><th colspan="\d+">(.*?)</th>', table)
+    return header
+
+
+@pytest.mark.parametrize("rows", [
+    [_row("a", "holds"), _row("b", "not-run"), _row("c", "holds", blind="untrained too"),
+     _row("d", "holds", blind="control too"), _row("e", "holds", kind="companion"), _row("f", "fails", kind="sanity")],
+    [_row("a", "error"), _row("b", "fails"), _row("c", "holds", blind="untrained too")],
+    [_row("a", "holds"), _row("b", "holds", kind="companion")],
+])
+def test_the_table_counts_the_papers_claims_as_the_headline_does(rows):
+    header = _paper_header(ledger_views.html_table(rows))
+    assert header == ledger_views.KIND_TITLES["paper"] + ": " + ledger_views.headline(rows).removeprefix("paper claims: ")
+    # and as each result's verdict line does
+    assert ledger_views.paper_counts(rows) in ledger_views.story_markdown(rows)
+    held = sum(r.verdict == "holds" and r.evidence for r in rows)
+    assert header.startswith(f"{ledger_views.KIND_TITLES['paper']}: {held} hold,")  # blind holds not among them

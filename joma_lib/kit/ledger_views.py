@@ -48,11 +48,19 @@ def verdict_counts(rows: Iterable[ClaimResult]) -> dict[str, int]:
 
 
 def headline(rows: Iterable[ClaimResult]) -> str:
-    """The ledger's headline, on the paper's claims that can tell its mechanism from its absence
-    (:attr:`~joma_lib.kit.claims.ClaimResult.evidence`): ``paper claims: N hold, M fail, K not run``
-    (``, E error`` added when a figure raised), then how many more paper claims are blind (not counted)."""
+    """The ledger's headline: ``paper claims: `` and :func:`paper_counts` of ``rows``."""
+    return "paper claims: " + paper_counts(rows)
+
+
+def paper_counts(rows: Iterable[ClaimResult]) -> str:
+    """The count of the paper's claims among ``rows``, on those that can tell its mechanism from its absence
+    (:attr:`~joma_lib.kit.claims.ClaimResult.evidence`): ``N hold, M fail, K not run`` (``, E error`` added when a
+    figure raised), then how many more paper claims are blind (not counted).
+
+    The one count of paper claims that the headline, the table's header of the paper's claims and each result's
+    verdict line (:func:`story_markdown`) print, so that they add up and cannot disagree."""
     rows = list(rows)
-    text = "paper claims: " + _counts_text(verdict_counts(r for r in rows if r.evidence))
+    text = _counts_text(verdict_counts(r for r in rows if r.evidence))
     blind = [r for r in rows if r.kind == "paper" and r.blind]
     if blind:
         text += (f"; {len(blind)} more {'holds' if len(blind) == 1 else 'hold'} without the mechanism too "
@@ -81,27 +89,24 @@ def _row_markdown(row: ClaimResult) -> str:
     return f"- *{row.kind}*, `{row.claim_id}`: {row.statement} **{verdict}**{blind}"
 
 
-def story_markdown(rows: Iterable[ClaimResult]) -> str:
-    """One result of the paper for the conclusion page, in MyST: the verdict and its count of evidence rows,
-    then a collapsed block with every row (kind, id, statement, verdict): first the evidence, then the caveats
-    (companion and sanity rows, and paper rows that hold without the mechanism)."""
+def story_markdown(rows: Iterable[ClaimResult], subject: str = "") -> str:
+    """One result of the paper (or one experiment: ``subject``, e.g. ``"the paper-scale re-run"``) in MyST: the
+    verdict, on ``subject`` when given, with :func:`paper_counts` of the rows, then a collapsed block with every
+    row (kind, id, statement, verdict): first the evidence, then the caveats (companion and sanity rows, and paper
+    rows that hold without the mechanism); a block whose rows are all evidence says so in place of caveats."""
     rows = list(rows)
     evidence = [r for r in rows if r.evidence]
-    ran = [r for r in evidence if r.verdict != "not-run"]
-    held = sum(r.verdict == "holds" for r in ran)
-    verdict = story_verdict(rows)
-    if ran:
-        count = f"{held} of {len(ran)} claims of the paper that could fail without its mechanism hold"
-    else:
-        count = "no claim of the paper that could fail without its mechanism has been run"
     caveats = [r for r in rows if not r.evidence]
-    block = ["", ":::{dropdown} The ledger's rows for this result", "**Evidence** (claims of the paper that can "
-             "fail when the mechanism is missing):", ""]
+    about = f" on {subject}" if subject else ""
+    block = ["", f":::{{dropdown}} The ledger's rows for {subject or 'this result'}",
+             "**Evidence** (claims of the paper that can fail when the mechanism is missing):", ""]
     block += [_row_markdown(r) for r in evidence] or ["- none"]
     block += ["", "**Caveats** (our checks, guards, and claims that hold without the mechanism; not counted):", ""]
-    block += [_row_markdown(r) for r in caveats] or ["- none"]
+    block += [_row_markdown(r) for r in caveats] or ["- none among these rows: they are all claims of the paper "
+                                                     "that can fail when the mechanism is missing"]
     block.append(":::")
-    return f"**Verdict: {verdict}** ({count}).\n" + "\n".join(block)
+    return (f"**Verdict{about}: {story_verdict(rows)}** (claims of the paper that could fail without its mechanism: "
+            f"{paper_counts(rows)}).\n" + "\n".join(block))
 
 
 def _counts_text(n: Mapping[str, int]) -> str:
@@ -155,9 +160,10 @@ def html_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | None = 
                titles: Mapping[str, str] | None = None) -> str:
     """The ledger as one HTML table (``class="joma-ledger"``), grouped by kind.
 
-    Each kind opens with a header row and its counts; within a kind failures come first, then the claims not
-    run. Rows carry ``class="verdict-<verdict>"`` and every cell ``data-label="<column>"``; ``titles`` maps a
-    page name (``"fig7"``) to its title, used for links to a page rather than to a figure.
+    Each kind opens with a header row and its counts (the paper's claims as the headline counts them,
+    :func:`paper_counts`); within a kind failures come first, then the claims not run. Rows carry
+    ``class="verdict-<verdict>"`` and every cell ``data-label="<column>"``; ``titles`` maps a page name
+    (``"fig7"``) to its title, used for links to a page rather than to a figure.
     """
     sources, titles = sources or {}, titles or {}
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
@@ -165,9 +171,9 @@ def html_table(rows: Iterable[ClaimResult], sources: Mapping[str, str] | None = 
     for kind, group in by_kind(rows).items():
         if not group:
             continue
-        n = verdict_counts(group)
+        counts = paper_counts(group) if kind == "paper" else _counts_text(verdict_counts(group))
         lines.append(f'<tbody class="kind-{kind}"><tr class="kind-header"><th colspan="{len(COLUMNS)}">'
-                     f"{KIND_TITLES[kind]}: {_counts_text(n)}</th></tr>")
+                     f"{KIND_TITLES[kind]}: {counts}</th></tr>")
         for r in group:
             cells = (f'<code class="joma-claim-id" style="white-space: nowrap; font-size: 0.8em">{r.claim_id}</code>',
                      _html(r.paper_ref), _html(r.statement), format_value(r.value), _threshold_html(r),

@@ -10,6 +10,7 @@ sweep``). This module declares no figure of its own.
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import FigureData
 from joma_lib.lm.authors import EntropySummary, SweepRuns, seed_average, summarize_entropy
+from joma_lib.lm.presets import paper_sweep_configs
 from joma_lib.lm.runs import load_sweep
 from joma_lib.base.validation import check_choice, check_float, check_int
 
@@ -151,6 +153,20 @@ def load_runs(path: str | Path) -> dict[str, np.ndarray]:
         raise ValueError(f"{path} is neither a run directory nor a results .npz")
     with np.load(path, allow_pickle=False) as npz:
         return {k: npz[k] for k in npz.files}
+
+
+def paper_runs_waiting(finished: str | Path = PAPER_SO_FAR) -> dict[int, int]:
+    """Per depth, how many of the paper sweep's distinct runs (:func:`~joma_lib.lm.presets.paper_sweep_configs`,
+    told apart by depth, learning rate and seed) are not among the ``finished`` ones (collected runs; none finished
+    when the file is missing); depths with none waiting are left out."""
+    sweep = {(c.n_layers, f"{c.lr:g}", c.seed) for c in paper_sweep_configs()}
+    finished = Path(finished)
+    done: set[tuple[int, str, int]] = set()
+    if finished.exists():
+        runs = load_runs(finished)
+        done = {(int(n), f"{lr:g}", int(s)) for n, lr, s in zip(runs["nlayers"], runs["lr"], runs["seed"], strict=True)}
+    waiting = Counter(layers for layers, _, _ in sweep - done)
+    return dict(sorted(waiting.items()))
 
 
 def plot_sweep(path: str | Path, figure: str = "fig6", lr: float | None = None) -> Figure:

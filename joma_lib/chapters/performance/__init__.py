@@ -12,7 +12,6 @@ from joma_lib.chapters.performance.gpu import (
     op_count_rows,
     ops_per_layer,
     ops_per_run,
-    paper_runs_waiting,
     paper_scale_goals,
     ratio_range,
     stack_costs,
@@ -20,6 +19,7 @@ from joma_lib.chapters.performance.gpu import (
     table1_cost,
 )
 from joma_lib.chapters.performance.presentation import joint_loans, span, table
+from joma_lib.kit.sweeps import paper_runs_waiting
 from joma_lib.base.cpu import bf16_support, cpu_identity, onednn_isa_limit
 from joma_lib.lm.presets import preset_auto_choice
 from joma_lib.base.stack_time import PLAN_SHARE

@@ -5,17 +5,14 @@ read from the stored GPU benchmarks (``lm_stack``: ``benchmarks/bench_lm_stack.p
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from joma_lib.chapters.performance.presentation import span
 from joma_lib.kit.benchmarks import table1_steps
-from joma_lib.kit.sweeps import PAPER_SO_FAR, load_runs
 from joma_lib.lm.presets import paper_sweep_configs
 from joma_lib.base.stack_time import PLAN_SHARE
 from joma_lib.lm.stack_plan import StackCost, plan
@@ -126,14 +123,6 @@ def ops_per_run(counts: Mapping[str, Any], layers: int = 1) -> float:
     sizes)."""
     (row,) = [r for r in counts["results"]["rows"] if r["layers"] == layers]
     return float(np.polyfit([int(r) for r in row["ops"]], list(row["ops"].values()), 1)[0])
-
-
-def paper_runs_waiting(finished: str | Path = PAPER_SO_FAR) -> dict[int, int]:
-    """Per depth, how many of the paper sweep's runs are not among the ``finished`` ones (collected runs: their
-    ``nlayers``); depths with none waiting are left out."""
-    total = Counter(c.n_layers for c in paper_sweep_configs())
-    done = Counter(int(n) for n in load_runs(finished)["nlayers"])
-    return {layers: total[layers] - done[layers] for layers in sorted(total) if total[layers] > done[layers]}
 
 
 def stack_costs(lm_stack: Mapping[str, Any], waiting: Mapping[int, int], steps: int = PAPER_STEPS

@@ -8,7 +8,8 @@ Face hub answers, otherwise on the labelled offline stand-in (Wikipedia leads, v
 33,278 words): ``bash benchmarks/gpu_checks.sh`` runs ``python -m joma_lib.lm run --preset paper paper-lr --stack
 --max-vocab 33278 --device cuda`` and collects the results into :data:`PAPER_RESULTS`.
 
-Until that file exists the claims below are ``not-run`` in the ledger, with the reason. Each threshold is the
+Until that file exists the claims below are ``not-run`` in the ledger, with the reason: how many of the sweep's
+runs have finished so far (:data:`~joma_lib.kit.sweeps.PAPER_SO_FAR`, :func:`paper_runs_in`). Each threshold is the
 paper's statement made measurable, with bars read off the authors' own runs (``wikitext.md``), none off ours:
 
 * every layer of the 1-, 2- and 5-layer models dips and recovers (the smallest dip or rebound in the authors' runs
@@ -28,13 +29,15 @@ dip, an untrained model has a flat validation loss over depth and learning rate.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from joma_lib.kit.sweeps import RESULTS_DIR
+from joma_lib.kit.sweeps import PAPER_SO_FAR, RESULTS_DIR, paper_runs_waiting
 from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
+from joma_lib.lm.presets import paper_sweep_configs
 
 PAPER_RESULTS = RESULTS_DIR / "rerun-paper.npz"
 FIG6_DEPTHS = (1, 2, 5, 10)
@@ -44,12 +47,22 @@ CONFIGURATION = ("paper scale: d 200 / FFN 200, 58,000 steps of 20 x 35 tokens, 
                  "3 seeds")
 
 
+def paper_runs_in(finished: str | Path = PAPER_SO_FAR) -> tuple[int, int]:
+    """How many of the paper sweep's distinct runs are among the ``finished`` ones
+    (:func:`~joma_lib.kit.sweeps.paper_runs_waiting`), and how many the sweep has."""
+    total = len(paper_sweep_configs())
+    return total - sum(paper_runs_waiting(finished).values()), total
+
+
 def fetch_paper_rerun() -> FigureData:
     """The collected runs of the paper-scale re-run (:func:`joma_lib.lm.runs.collect` arrays), or
-    :class:`~joma_lib.base.io.InputUnavailableError` while they have not been made."""
+    :class:`~joma_lib.base.io.InputUnavailableError` while they have not all been made, saying how many are in
+    (:func:`paper_runs_in`)."""
     if not PAPER_RESULTS.exists():
-        raise InputUnavailableError(f"the paper-scale re-run has not been made yet ({PAPER_RESULTS.name} is not "
-                                    "in the repository): it waits for a GPU, `bash benchmarks/gpu_checks.sh`")
+        done, total = paper_runs_in()
+        raise InputUnavailableError(
+            f"{done} of the paper sweep's {total} runs have finished ({PAPER_SO_FAR.name}); the claims are judged "
+            f"when all {total} are in ({PAPER_RESULTS.name})")
     with np.load(PAPER_RESULTS) as npz:
         return {k: npz[k] for k in npz.files}
 
