@@ -151,8 +151,8 @@ def _fig2_claims(variant: str, label: str, threshold: float) -> tuple[Claim, ...
               threshold_note="set from a replica of the authors' script (min NC 0.993 Gaussian, 0.946-0.961 random), "
                              "committed with the claim in 4830e84 after this figure's data (a08e707)"),
         Claim(f"fig2-sum-sq-term-{variant}", "Fig. 2 (the authors' code)",
-              f"{label} $X$: the " r"$\frac{1}{2\tau}\sum_k \mathbf v_k^2$" " term alone still predicts the logits at the "
-              "end, min NC",
+              f"{label} $X$: the " r"$\frac{1}{2\tau}\sum_k \mathbf v_k^2$" " term alone still predicts the logits at "
+              "the end, min NC",
               lambda d: float(d["nc_sum_sq"][:, -1].min()), ">=", 0.9, kind="companion", threshold_set="after-data",
               threshold_note="a round 90 % bar committed with the claim in 4830e84, after this figure's data (a08e707) "
                              "had been seen; the term is read from the authors' code, not the paper"),
