@@ -37,13 +37,7 @@ def _story_rows() -> tuple[list[claims.ClaimResult], dict[str, list[claims.Claim
     """Every ledger row (not run: only ids and kinds matter here), and the rows of each result, picked as the page
     picks them (a figure id brings all its claims, a claim id its own row)."""
     rows = claims.ledger(load=_unavailable)
-    by_figure: dict[str, list[claims.ClaimResult]] = {}
-    for row in rows:
-        by_figure.setdefault(row.figure, []).append(row)
-    by_id = {row.claim_id: row for row in rows}
-    story = _page_constants()["STORY"]
-    return rows, {line: [r for i in wanted for r in (by_figure[i] if i in by_figure else [by_id[i]])]
-                  for line, wanted in story.items()}
+    return rows, ledger_views.story_rows(_page_constants()["STORY"], rows)
 
 
 def test_every_claim_of_the_paper_is_under_exactly_one_result():

@@ -77,8 +77,19 @@ def _paper_header(table: str) -> str:
 ])
 def test_the_table_counts_the_papers_claims_as_the_headline_does(rows):
     header = _paper_header(ledger_views.html_table(rows))
-    assert header == ledger_views.KIND_TITLES["paper"] + ": " + ledger_views.headline(rows).removeprefix("paper claims: ")
+    counts = ledger_views.headline(rows).removeprefix("paper claims: ")
+    assert header == ledger_views.KIND_TITLES["paper"] + ": " + counts
     # and as each result's verdict line does
     assert ledger_views.paper_counts(rows) in ledger_views.story_markdown(rows)
     held = sum(r.verdict == "holds" and r.evidence for r in rows)
     assert header.startswith(f"{ledger_views.KIND_TITLES['paper']}: {held} hold,")  # blind holds not among them
+
+
+def test_a_story_takes_a_figure_with_all_its_claims_and_a_claim_by_itself():
+    other = claims.ClaimResult("x-own", "c-other", "Thm. 0", "statement", 1.0, "< 4", "holds", "", kind="paper")
+    rows = [_row("a", "holds"), _row("b", "fails"), other]
+    story = ledger_views.story_rows({"whole figure": ["c-claimy"], "one claim": ["x-own"]}, rows)
+    assert {name: [r.claim_id for r in got] for name, got in story.items()} == {
+        "whole figure": ["a", "b"], "one claim": ["x-own"]}
+    with pytest.raises(KeyError, match="no-such-claim"):
+        ledger_views.story_rows({"typo": ["no-such-claim"]}, rows)

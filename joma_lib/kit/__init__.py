@@ -31,7 +31,7 @@ from joma_lib.kit.harness import (
     update_reference,
     verify,
 )
-from joma_lib.kit.ledger_views import headline, html_table, story_markdown, story_verdict
+from joma_lib.kit.ledger_views import headline, html_table, story_markdown, story_rows, story_verdict
 from joma_lib.kit.parity import parity_coverage, parity_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_claim, get_spec, registry
 from joma_lib.lm import authors as _authors  # noqa: F401 - declares JOMA_OFFICIAL_DIR, which the figures read
@@ -41,7 +41,7 @@ __all__ = [
     "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger",
     "calibrated_tolerances", "check_claims", "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec",
     "glue", "headline", "html_table", "ledger", "load_reference", "load_results", "parity_coverage", "parity_table",
-    "registry", "save_outputs", "show", "story_markdown", "story_verdict", "surprises", "table1_steps",
+    "registry", "save_outputs", "show", "story_markdown", "story_rows", "story_verdict", "surprises", "table1_steps",
     "update_reference", "verify", "with_static_view",
 ]
 

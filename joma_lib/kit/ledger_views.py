@@ -73,6 +73,18 @@ STORY_VERDICTS = ("holds", "fails", "holds in part", "not tested")
 none run (no paper claim that can tell the mechanism from its absence has a verdict)."""
 
 
+def story_rows(story: Mapping[str, Iterable[str]], rows: Iterable[ClaimResult]) -> dict[str, list[ClaimResult]]:
+    """Each result of ``story`` (a name -> figure and claim ids) with its ledger ``rows``: a figure id brings every
+    claim of that figure, a claim id its own row (a KeyError names an id the ledger does not have)."""
+    rows = list(rows)
+    by_figure: dict[str, list[ClaimResult]] = {}
+    for row in rows:
+        by_figure.setdefault(row.figure, []).append(row)
+    by_id = {row.claim_id: row for row in rows}
+    return {name: [r for i in wanted for r in (by_figure[i] if i in by_figure else [by_id[i]])]
+            for name, wanted in story.items()}
+
+
 def story_verdict(rows: Iterable[ClaimResult]) -> str:
     """One result's verdict (:data:`STORY_VERDICTS`) from the rows that are evidence; caveats do not count."""
     verdicts = {r.verdict for r in rows if r.evidence and r.verdict != "not-run"}
