@@ -147,7 +147,7 @@ def in_precision(step: Callable[[], object], precision: str, device: torch.devic
 
 
 def _diagonal_by_seed(runs: Mapping[RunKey, RunResult]) -> np.ndarray:
-    """The paper's diagonal scores (layer k against level k; trained and change) of ``runs``, seeds on the last axis:
+    """The paper's diagonal scores (layer i against level i; trained and change) of ``runs``, seeds on the last axis:
     ``[setting, shuffled, score kind, k, seed]``."""
     settings = sorted({i for i, _, _ in runs})
     seeds = sorted({j for _, j, _ in runs})

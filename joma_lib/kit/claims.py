@@ -69,7 +69,7 @@ PENDING: tuple[PendingClaim, ...] = (
                  "Training raises the layer-0 alignment score with the level-0 latents above its value at "
                  "initialisation.", NOT_YET_RUN, "book/table1.md"),
     PendingClaim("table1-level-specific", "Table 1",
-                 "The hidden neurons of layer k align best with the latents of level k (not of other levels).",
+                 "The hidden neurons of layer i align best with the latents of level i (not of other levels).",
                  NOT_YET_RUN, "book/table1.md"),
     PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
                  "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "

@@ -1,4 +1,4 @@
-"""The Table 1 chapter (`book/table1.md`): do the hidden neurons of layer k align with the latents of level k?
+"""The Table 1 chapter (`book/table1.md`): do the hidden neurons of layer i align with the latents of level i?
 
 Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the names the page uses.
 """

@@ -24,7 +24,7 @@ from joma_lib.theory.table1.model import TABLE1_SPREAD
 FIGURES = [
     FigureSpec(
         fig_id="table1",
-        title="Hidden MLP neurons of layer k align with the latents of level k",
+        title="Hidden MLP neurons of layer i align with the latents of level i",
         paper_ref="Table 1",
         chapter="book/table1.md",
         make=make_table1,
@@ -51,9 +51,9 @@ FIGURES = [
           threshold_note="the margin of 2 pooled seed SDs was committed in 4830e84, after its data (d2eb6fa); the "
                          "value is -2, far below"),
             Claim("table1-level-specific", "Table 1 (our comparison)",
-                  f"After training, no other layer matches latent level k (k = 0, 1) better than layer k by more "
+                  f"After training, no other layer matches latent level i (i = 0, 1) better than layer i by more "
                   f"than {LEVEL_MARGIN_SD:g} pooled seed standard deviations (ddof=1), in every setting: smallest "
-                  f"margin of layer k over the best other layer; the paper reports only the diagonal; "
+                  f"margin of layer i over the best other layer; the paper reports only the diagonal; "
                   f"{config_text('quick')}",
                   level_specificity_sd, ">", -LEVEL_MARGIN_SD, book_says=TABLE1_VERDICTS["table1-level-specific"],
           kind="companion", threshold_set="after-data",

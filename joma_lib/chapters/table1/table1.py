@@ -1,4 +1,4 @@
-"""Table 1 of its own page (`book/table1.md`): hidden MLP neurons of layer k align with the latents of level k
+"""Table 1 of its own page (`book/table1.md`): hidden MLP neurons of layer i align with the latents of level i
 (the quick configuration trained here, and the stored larger run ``c-table1-wide``)."""
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def level_specificity(data: FigureData) -> float:
 
 
 LEVEL_MARGIN_SD = LAYER0_MARGIN_SD
-"""Noise margin of claim ``table1-level-specific``: layer k counts as beaten at level k only when another layer's
+"""Noise margin of claim ``table1-level-specific``: layer i counts as beaten at level i only when another layer's
 score is higher by more than this many pooled seed standard deviations (``table1-layer0-learns``'s unit)."""
 
 
@@ -200,7 +200,7 @@ BLIND_AT_INIT = ("the untrained networks and the shuffled-label controls pass th
 
 
 def table1_markdown(data: FigureData) -> str:
-    """The paper's Table 1 layout (our numbers) as a Markdown table: per setting, layer-k score of level k, mean ± std (ddof=1)."""
+    """The paper's Table 1 layout (our numbers) as a Markdown table: per setting, layer-i score of level i, mean ± std (ddof=1)."""
     labels = {"trained": "trained", "init": "at initialisation", "control": "shuffled labels"}
     header = ["p", "level sizes"] + [f"layer {k}, {labels[kind]}" for kind in KINDS for k in (0, 1)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

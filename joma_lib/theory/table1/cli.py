@@ -46,7 +46,7 @@ from joma_lib.base.validation import check_choice, check_float, check_int
 EVERY = 1000
 """Default steps between two checkpoints of a stacked run (``--every``)."""
 
-DESCRIPTION = "Paper Table 1: do the hidden MLP neurons of layer k of a Transformer align with latents of level k?"
+DESCRIPTION = "Paper Table 1: do the hidden MLP neurons of layer i of a Transformer align with latents of level i?"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Paper Table 1: do the hidden MLP neurons of layer k of a Transformer align with latents of level k?
+"""Paper Table 1: do the hidden MLP neurons of layer i of a Transformer align with latents of level i?
 
 The model (our implementation of the description in ``official_code.md`` Sec. 3.3): trainable
 token embeddings without positional encoding, then per layer single-head causal softmax
