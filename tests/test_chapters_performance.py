@@ -4,13 +4,13 @@ section's step table, goals and what says the step is bound by its kernels."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from joma_lib.kit.benchmarks import table1_steps
 from joma_lib.lm.stack_plan import StackCost
 
-from joma_lib.chapters.performance import gpu, paper_runs_waiting, presentation
+from joma_lib.chapters.performance import gpu, presentation
+from joma_lib.kit import paper_runs_waiting
 from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, plot_precision
 
 
@@ -172,16 +172,6 @@ def test_a_range_prints_one_value_where_both_ends_print_alike():
         r["authors_over_one"] = 4.06 + r["layers"] / 100  # 4.07-4.11x: one value at the printed precision
     assert gpu.ratio_range(stored, "authors_over_one") == "4.1"
     assert gpu.ratio_range(stored, "authors_over_stacked") == "5.0–10.0"
-
-
-def test_a_table_has_one_header_row_with_every_cell_in_full():
-    rows = [{"layers": 1, "note": "x" * 80}, {"layers": 2, "note": "y"}]
-    frame = presentation.table(rows, "layers")
-    assert list(frame.index) == [1, 2] and frame.index.name is None and frame.columns.name == "layers"
-    html = frame._repr_html_()
-    assert html.count("<tr") == 3 and "<th>layers</th>" in html  # one header row, "layers" in its corner
-    with pd.option_context("display.max_colwidth", None):
-        assert "x" * 80 in frame._repr_html_()
 
 
 def test_the_loans_sentence_says_when_planning_together_saves_none():

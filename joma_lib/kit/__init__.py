@@ -34,15 +34,17 @@ from joma_lib.kit.harness import (
 from joma_lib.kit.ledger_views import headline, html_table, story_markdown, story_rows, story_verdict
 from joma_lib.kit.parity import parity_coverage, parity_table
 from joma_lib.kit.registry import Claim, FigureSpec, Tolerance, get_claim, get_spec, registry
+from joma_lib.kit.sweeps import paper_runs_waiting
+from joma_lib.kit.tables import table
 from joma_lib.lm import authors as _authors  # noqa: F401 - declares JOMA_OFFICIAL_DIR, which the figures read
 from joma_lib.base.startup import check_environment
 
 __all__ = [
     "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger",
     "calibrated_tolerances", "check_claims", "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec",
-    "glue", "headline", "html_table", "ledger", "load_reference", "load_results", "parity_coverage", "parity_table",
-    "registry", "save_outputs", "show", "story_markdown", "story_rows", "story_verdict", "surprises", "table1_steps",
-    "update_reference", "verify", "with_static_view",
+    "glue", "headline", "html_table", "ledger", "load_reference", "load_results", "paper_runs_waiting",
+    "parity_coverage", "parity_table", "registry", "save_outputs", "show", "story_markdown", "story_rows",
+    "story_verdict", "surprises", "table", "table1_steps", "update_reference", "verify", "with_static_view",
 ]
 
 check_environment()  # a page's first import: a bad environment variable fails here, before any figure is made
