@@ -9,7 +9,8 @@ import torch
 
 from joma_lib.chapters.figs2_3.explorer import theorem1_explorer
 from joma_lib.chapters.figs2_3.figures import make_theorem1_grid, v0_late_growth
-from joma_lib.chapters.figs2_3.readings import fig2_readings, grid_readings, softmax_nc_by_concentration
+from joma_lib.chapters.figs2_3.readings import (fig2_readings, grid_readings, softmax_nc_by_concentration,
+                                                softmax_residual_sources)
 from joma_lib.theory.invariants import toy_check
 from joma_lib.kit import compare, get_spec, load_reference
 
@@ -123,3 +124,16 @@ def test_grid_readings_find_the_cells_the_page_names():
                    "thm1-grid-worst-temperature": 0.5, "thm1-grid-t-low": 0.5, "thm1-grid-t-high": 2.0,
                    "thm1-grid-nc-sparse-hot": 0.8, "thm1-grid-nc-t-fall": pytest.approx(0.02),
                    "thm1-grid-softmax-res-min": 0.2}
+
+
+def test_the_softmax_residual_splits_into_a_moving_mean_attention_and_the_factorisation():
+    """softmax_residual_sources: its residual is the grid's (tau = 1, the theorem as stated), and summing the
+    theorem's rate with the current mean attention b-bar(t) leaves a smaller, still O(1) residual."""
+    grid = load_reference("c-thm1-grid")
+    concentrations = (0.1, 1000.0)
+    sources = softmax_residual_sources(concentrations)
+    attention, temperature = list(grid["attentions"]).index("softmax"), list(grid["temperatures"]).index(1.0)
+    columns = [list(grid["concentrations"]).index(c) for c in concentrations]
+    np.testing.assert_allclose(sources["residual"], grid["residual"][attention, columns, temperature, -1], rtol=1e-6)
+    assert np.all(sources["b_bar_drift"] > 0)
+    assert np.all(sources["residual_moving"] < sources["residual"]) and np.all(sources["residual_moving"] > 0.1)

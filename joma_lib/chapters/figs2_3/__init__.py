@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from joma_lib.chapters.figs2_3.explorer import theorem1_explorer
 from joma_lib.chapters.figs2_3.figures import v0_late_growth
-from joma_lib.chapters.figs2_3.readings import fig2_readings, grid_readings, softmax_nc_by_concentration
+from joma_lib.chapters.figs2_3.readings import (fig2_readings, grid_readings, softmax_nc_by_concentration,
+                                              softmax_residual_sources)
 
-__all__ = ["fig2_readings", "grid_readings", "softmax_nc_by_concentration", "theorem1_explorer", "v0_late_growth"]
+__all__ = ["fig2_readings", "grid_readings", "softmax_nc_by_concentration", "softmax_residual_sources",
+           "theorem1_explorer", "v0_late_growth"]

@@ -191,8 +191,8 @@ FIG2_CLAIMS["gaussian"] += (
 )
 FIG3_CLAIMS = (
     Claim("fig3-salient-takes-all", "Fig. 3",
-          r"Linear case: the most salient component of $\mathbf v_0$ ends largest; ratio to the largest other "
-          "component (absolute value)",
+          r"Linear case: component 0 of $\mathbf v_0$ (token 0, the most frequent for class 0) ends largest of the "
+          "four plotted components 0-3; ratio to the largest of components 1-3 (absolute value)",
           _v0_lead, ">", 2.0,
           kind="paper", threshold_set="after-data",
           threshold_note="a factor of 2, committed with the claim in 4830e84 after this figure's data (a08e707); the "

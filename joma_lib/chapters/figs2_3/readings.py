@@ -12,7 +12,8 @@ import numpy as np
 
 from joma_lib.chapters.figs2_3.figures import FIG2_NC_FROM, fig2_min_nc
 from joma_lib.chapters.figs2_3.grid import smallest_nc
-from joma_lib.theory.invariants import toy_check
+from joma_lib.theory.block_engines import train_sgd_numpy
+from joma_lib.theory.invariants import invariant_residual, mean_attention, theorem1_toy, toy_check
 from joma_lib.kit.registry import FigureData
 
 
@@ -41,6 +42,39 @@ def softmax_nc_by_concentration(concentrations: Sequence[float], seeds: Sequence
 
     return np.array([[smallest(toy_check("softmax", "identity", seed, concentration=c, record_every=record_every))
                       for seed in seeds] for c in concentrations])
+
+
+def softmax_residual_sources(concentrations: Sequence[float], seed: int = 0, steps: int = 400,
+                             lr: float = 0.1) -> dict[str, np.ndarray]:
+    """Where softmax's invariant residual on the toy block comes from (identity activation, ``tau = 1``, SGD at
+    ``lr_z = lr_w = lr``, the numpy engine, the runs of the explorer's grid), one entry per Dirichlet concentration:
+
+    * ``residual``: the final relative residual of Theorem 1's softmax form, ``b-bar`` frozen at ``t = 0`` (the
+      theorem as stated; the grid's value);
+    * ``b_bar_drift``: ``max_t ||b-bar(t) - b-bar(0)||_inf``, how far the mean attention moves;
+    * ``residual_moving``: the same residual when the theorem's rate is summed step by step with the current
+      ``b-bar(t)``, ``z(t) - z(0) - sum_steps [1/2 d(sum_k v_k^2) - 1/2 b-bar(t_i) d(sum_k ||v_k||^2)]``: what is
+      left once ``b-bar`` is allowed to move, i.e. the failure of the per-node factorisation (and SGD's
+      discretisation error, ``O(lr)``).
+
+    Both residuals are scaled by the run's largest ``|z|``, as in
+    :func:`joma_lib.theory.invariants.invariant_residual`.
+    """
+    out: dict[str, list[float]] = {"residual": [], "b_bar_drift": [], "residual_moving": []}
+    for c in concentrations:
+        spec, X, y, state = theorem1_toy("softmax", "identity", seed, concentration=c)
+        traj = train_sgd_numpy(spec, X, y, state, steps, lr_z=lr, lr_w=lr, record_every=1)
+        z, V = traj.z[:, 0], traj.V(spec.embeddings()[0])[:, 0]
+        b_bar = mean_attention(spec, z, X)
+        sum_sq = (V**2).sum(axis=-1)                       # (n, M_C): sum_k v_k^2
+        norms = sum_sq.sum(axis=-1)                        # (n,): sum_k ||v_k||^2
+        steps_moving = 0.5 * np.diff(sum_sq, axis=0) - 0.5 * b_bar[:-1] * np.diff(norms)[:, None]
+        moving = z[-1] - z[0] - steps_moving.sum(axis=0)
+        frozen = invariant_residual(z[:, None], V[:, None], "softmax", b_bar=b_bar[0])[-1, 0]
+        out["residual"].append(float(frozen))
+        out["b_bar_drift"].append(float(np.abs(b_bar - b_bar[0]).max()))
+        out["residual_moving"].append(float(np.abs(moving).max() / np.abs(z).max()))
+    return {key: np.array(values) for key, values in out.items()}
 
 
 def grid_readings(grid: FigureData, sparse: float = 0.1, similar: float = 10.0,

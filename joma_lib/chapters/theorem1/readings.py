@@ -15,12 +15,13 @@ from joma_lib.theory.invariants import theorem1_toy
 from joma_lib.kit.registry import FigureData
 
 FlowRow = tuple[str, str, float, float, float, float]
-"""One gradient-flow check of the page: attention, activation, ``eta_z / eta_w``, largest ``|z|``, largest residual
-with the ratio, largest residual with the ratio ignored."""
+"""One gradient-flow check of the page: attention, activation, ``eta_z / eta_w``, largest movement
+``max |z(t) - z(0)|`` of a logit, largest residual with the ratio, largest residual with the ratio ignored."""
 
 
 def flow_readings(rows: Sequence[FlowRow]) -> dict[str, float]:
-    """The gradient-flow table: ``thm1-flow-zmin`` (the smallest largest ``|z|`` of a run), ``thm1-flow-smooth`` and
+    """The gradient-flow table: ``thm1-flow-zmin`` (the smallest movement ``max |z(t) - z(0)|`` of a run: every run
+    moves its logits at least that far), ``thm1-flow-smooth`` and
     ``thm1-flow-relu`` (the largest residual with a smooth activation and with ReLU), ``thm1-flow-unscaled`` (the
     smallest residual with the ratio ignored, over the runs at unequal rates)."""
     return {"thm1-flow-zmin": float(min(row[3] for row in rows)),
