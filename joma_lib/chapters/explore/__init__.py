@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from joma_lib.chapters.explore.explorer import FIG4_INITIAL, fig4_explorer
 from joma_lib.chapters.explore.figures import MODES
+from joma_lib.theory.softmax_dynamics import simulate_softmax_attention
 
 __all__ = [
-    "FIG4_INITIAL", "MODES", "fig4_explorer",
+    "FIG4_INITIAL", "MODES", "fig4_explorer", "simulate_softmax_attention",
 ]

@@ -56,7 +56,8 @@ def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
     return Explorer(
         controls=(Control("mode", "update", MODES, kind="buttons",
                           labels=("linear (Theorem 2)", "nonlinear (Theorem 4)")),
-                  Control("spread", "spread of \u03bc (max \u2212 min)", tuple(float(s) for s in spreads)),
+                  Control("spread", "spread of \u03bc ([1, 4] mapped onto [1, 1 + spread])",
+                          tuple(float(s) for s in spreads)),
                   Control("temperature", "temperature \u03c4\u1d65", tuple(float(t) for t in temps))),
         panels=(Axes("step", "components v<sub>j</sub>(t) (colour: rank of \u03bc<sub>j</sub>)"),
                 Axes("step", "attention entropy H(a(t))", y_axis={"rangemode": "tozero"})),

@@ -4,9 +4,10 @@ Fig. 4's three knobs:
 
 * the **nonlinearity**: Theorem 4's nonlinear update ``v <- v + eta (mu - v) o a`` or the linear
   contrast of Theorem 2, ``v <- v + eta Delta o a`` with ``Delta = mu`` (the saliency vector);
-* the **spread** of ``mu``: Fig. 4's sorted draw from [1, 4] is rescaled to [1, 1 + spread]
+* the **spread** of ``mu``: Fig. 4's sorted draw is mapped affinely so that [1, 4] becomes [1, 1 + spread]
   (:func:`joma_lib.theory.softmax_dynamics.saliency_profile`), so ``spread = 3`` is exactly the paper's setting
-  and a small spread makes all tokens nearly equally salient;
+  and a small spread makes all tokens nearly equally salient; the targets themselves span about
+  ``0.81 * spread`` (max - min), since the draw does not fill [1, 4];
 * the attention **temperature** ``T`` of ``a = softmax(v^2 / T)``.
 """
 
@@ -79,7 +80,7 @@ def make_explorer_grid(spreads: Sequence[float] = DEFAULT_SPREADS,
 def plot_grid(data: FigureData) -> Figure:
     """Summary of the grid: how deep the nonlinear entropy dips and how far it comes back, and curves at T = 3.
 
-    Left: ``ln d - min_t H`` (sparsification) and middle: ``H(end) - min_t H`` (bounce back), both for
+    Left: ``ln d - min_t H`` with ``d`` the number of tokens (sparsification) and middle: ``H(end) - min_t H`` (bounce back), both for
     the nonlinear update over (spread of mu, T). Right: entropy curves at the temperature closest to 3,
     solid nonlinear, dashed linear, one colour per spread.
     """
@@ -90,10 +91,10 @@ def plot_grid(data: FigureData) -> Figure:
     bounce = nonlinear[..., -1] - nonlinear.min(axis=-1)
     fig = Figure(figsize=(8.8, 3.4), layout="constrained")
     axes = fig.subplots(1, 3)
-    for ax, values, title in [(axes[0], dip, "nonlinear: dip  ln d - min H"),
+    for ax, values, title in [(axes[0], dip, f"nonlinear: dip  ln {d} - min H"),
                               (axes[1], bounce, "nonlinear: bounce  H(end) - min H")]:
         heatmap(fig, ax, values.T, [f"{s:g}" for s in spreads], [f"{t:g}" for t in temps], "nats")
-        ax.set_xlabel(r"spread of $\mu$ (max - min)")
+        ax.set_xlabel(r"spread of $\mu$ ([1, 4] mapped onto [1, 1 + spread])")
         ax.set_ylabel(r"temperature $\tau_v$")
         ax.set_title(title, fontsize=10)
     ax = axes[2]

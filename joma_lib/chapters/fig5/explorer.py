@@ -27,7 +27,7 @@ def hierarchy_explorer(data: FigureData) -> Explorer:
         for j, rho in enumerate(rhos):
             names[i, j] = [f"H = {h}: {percent} at t = {t90[i, j, h - 1]:.2f}" if h <= depth else ""
                            for h in range(1, h_max + 1)]
-            tied = " (= 1 \u2212 1/L, the paper's choice)" if np.isclose(rho, 1 - 1 / depth) else ""
+            tied = " (= 1 \u2212 1/L, the tie of our reconstruction)" if np.isclose(rho, 1 - 1 / depth) else ""
             titles[i, j] = (f"tree height L = {depth}, polarity \u03c1 = {rho:g}{tied}<br>nearest token (H = 1) "
                             f"associated at t = {t90[i, j, 0]:.2f}, farthest (H = {depth}) at "
                             f"t = {t90[i, j, depth - 1]:.2f}")

@@ -20,7 +20,8 @@ from joma_lib.theory.softmax_dynamics import row_entropy
 from joma_lib.base.validation import check_int
 
 def fig5_tree(depth: int = 4, branching: int = 2) -> HBLT:
-    """The tree of Paper Fig. 5: an HBLT with ``rho = 1 - 1/depth`` and a binary root."""
+    """Our tree for Paper Fig. 5 (a schematic that fixes neither ``L`` nor ``rho``): an HBLT with a binary root and
+    ``rho = 1 - 1/depth``, the tie under which our reconstruction of Theorem 5 gives the paper's ``1 - H/L``."""
     depth = check_int("depth", depth, 2, 8)
     return HBLT(depth=depth, branching=branching, rho=1 - 1 / depth)
 
