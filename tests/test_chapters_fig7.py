@@ -44,3 +44,12 @@ def test_srank_panels_average_the_seeds_and_refuse_mixed_runs():
     assert data["bounce_fraction"][0] == pytest.approx(1.75 / 2.5) and int(data["n_seeds"]) == 2
     with pytest.raises(ValueError, match="one depth and one checkpoint schedule"):
         fig7.srank_panels({**runs, "nlayers": np.array([1, 2])})
+
+
+def test_the_standin_budget_is_compared_with_pythias_in_tokens():
+    budget = fig7.standin_budget()
+    assert budget["tokens"] == budget["steps"] * 20 * 35 == fig7.STANDIN_TOKENS
+    assert budget["pythia_tokens"] == 143_000 * 1024 * 2048  # Pythia's steps of 1,024 sequences x 2,048 tokens
+    assert budget["fraction"] == pytest.approx(budget["tokens"] / budget["pythia_tokens"]) and budget["fraction"] < 1e-5
+    assert 1 < budget["passes"] < 5
+    assert f"{budget['tokens'] / 1e6:.1f}M tokens" in fig7.STANDIN_CLAIM.statement  # the ledger says the same
