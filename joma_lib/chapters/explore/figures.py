@@ -94,7 +94,7 @@ def plot_grid(data: FigureData) -> Figure:
     for ax, values, title in [(axes[0], dip, f"nonlinear: dip  ln {d} - min H"),
                               (axes[1], bounce, "nonlinear: bounce  H(end) - min H")]:
         heatmap(fig, ax, values.T, [f"{s:g}" for s in spreads], [f"{t:g}" for t in temps], "nats")
-        ax.set_xlabel(r"spread of $\mu$ ([1, 4] mapped onto [1, 1 + spread])")
+        ax.set_xlabel(r"spread of $\mu$")
         ax.set_ylabel(r"temperature $\tau_v$")
         ax.set_title(title, fontsize=10)
     ax = axes[2]
