@@ -200,7 +200,8 @@ BLIND_AT_INIT = ("the untrained networks and the shuffled-label controls pass th
 
 
 def table1_markdown(data: FigureData) -> str:
-    """The paper's Table 1 layout (our numbers) as a Markdown table: per setting, layer-i score of level i, mean ± std (ddof=1)."""
+    """The paper's Table 1 layout (our numbers) as a Markdown table: per setting, layer-i score of level i,
+    mean ± std (ddof=1)."""
     labels = {"trained": "trained", "init": "at initialisation", "control": "shuffled labels"}
     header = ["p", "level sizes"] + [f"layer {k}, {labels[kind]}" for kind in KINDS for k in (0, 1)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
