@@ -119,7 +119,8 @@ print(record["config"]["precision"])' "$table1_finished") \
 fi
 
 # the plan: name, cap in seconds, command (run from the repository root, output into $out/<name>.log); verify
-# stops 40 s before its cap (at least half of it), so that its report of the figures it kept is always written
+# stops 40 s before its cap (at least half of it), so that its report of the figures it kept is always written (and
+# none when it kept none: `figures report` without ids would compute every figure)
 at_limit() {  # the command of step $1 under a cap of $2 seconds
   local command=$3
   case "$1" in
@@ -149,7 +150,8 @@ steps=(
   "bench-compile|180|$PY benchmarks/bench_lm_compile.py --device cuda --out $out"
   "verify|170|timeout -s INT @VERIFY_SECONDS@ env JOMA_DEVICE=cuda $PY -m joma_lib.figures verify --from $state/store \
 --keep; rc=\$?; [ \$rc = 0 ] && ids= || ids=\$(cd $state/store 2>/dev/null && ls *.json 2>/dev/null | sed 's/[.]json\$//'); \
-env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store --out $out/gpu_verify.json \$ids; exit \$rc"
+if [ \$rc = 0 ] || [ -n \"\$ids\" ]; then env JOMA_DEVICE=cuda $PY -m joma_lib.figures report --from $state/store \
+--out $out/gpu_verify.json \$ids; else echo 'verify kept no figure before its limit: no report'; fi; exit \$rc"
   "tests|170|env JOMA_DEVICE=cuda $PY -m pytest -q -p no:cacheprovider -n 8 --timeout 120 -m 'not gpu and not browser and not slurm' tests"
   "paper-lm|100000|flag=\$($PY benchmarks/bench_lm_compile.py --verdict $out/lm_compile.json $stored/lm_compile.json); \
 echo \"compiled: \${flag:-no (bench-compile did not run in this loan or an earlier one, or says it does not pay)}\"; $lm_runs \$flag \

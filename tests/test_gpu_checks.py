@@ -255,8 +255,9 @@ def test_table1_in_the_plan_is_the_full_configuration_in_stacks_sized_to_the_loa
 
 
 def test_a_verify_cut_at_its_limit_still_reports_the_figures_it_kept(tmp_path):
-    """The plan's verify step, on the CPU and with its inner limit cut to 10 s: the report lists exactly the
-    figures verify kept in the store before it was stopped."""
+    """The plan's verify step, on the CPU and with its inner limit cut to 25 s: the report lists exactly the
+    figures verify kept in the store before it was stopped; cut at 1 s it keeps none and writes no report (a report
+    without ids would compute every figure)."""
     (tmp_path / "state" / "store").mkdir(parents=True)
     (tmp_path / "out").mkdir()
     done = _run("bash", "benchmarks/gpu_checks.sh", "--dry-run", "--state", str(tmp_path / "state"), "--out",
@@ -265,7 +266,10 @@ def test_a_verify_cut_at_its_limit_still_reports_the_figures_it_kept(tmp_path):
     (line,) = [line for line in done.stdout.splitlines() if line.split()[:1] == ["verify"]]
     command = line.split("s  ", 1)[1].replace("JOMA_DEVICE=cuda", "JOMA_DEVICE=cpu")
     assert command.startswith("timeout -s INT 130 ")  # 40 s before the step's cap of 170 s
-    cut = _run("bash", "-c", command.replace("timeout -s INT 130 ", "timeout -s INT 10 ", 1))
+    none = _run("bash", "-c", command.replace("timeout -s INT 130 ", "timeout -s INT 1 ", 1))
+    assert none.returncode == 124 and "verify kept no figure before its limit: no report" in none.stdout
+    assert not (tmp_path / "out" / "gpu_verify.json").exists()
+    cut = _run("bash", "-c", command.replace("timeout -s INT 130 ", "timeout -s INT 25 ", 1))
     assert cut.returncode == 124, cut.stdout + cut.stderr  # stopped by the limit, not finished
     kept = sorted(p.stem for p in (tmp_path / "state" / "store").glob("*.json"))
     report = json.loads((tmp_path / "out" / "gpu_verify.json").read_text())
