@@ -38,10 +38,10 @@ def test_stable_rank_drop_and_rebound_use_only_each_depths_layers():
 
 def test_the_standin_corpus_sizes_are_those_the_runs_read():
     """The page's corpus size and epoch length: one epoch is the first Adam reset of the stored no-reset run."""
-    from joma_lib.chapters.rerun import standin_corpus
+    from joma_lib.chapters.rerun import corpus_size
     from joma_lib.kit import harness
 
-    sizes = standin_corpus()
+    sizes = corpus_size("wikivital")
     per_stream = sizes["train_tokens"] // 20
     assert sizes["train_tokens"] == 20 * per_stream and sizes["epoch_steps"] == -(-(per_stream - 1) // 35)
     assert sizes["vocab"] > 33_278  # the paper-scale runs cut it to WikiText-2's standard vocabulary size

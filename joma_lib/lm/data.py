@@ -277,3 +277,13 @@ def load_lm_data(name: str, n_streams: int = 20, eval_streams: int = 10, max_voc
     vocab = Vocab.build(train_lines, max_size=max_vocab)
     return LMData(splits.name, note, vocab, batchify(vocab.encode(train_lines), n_streams),
                   batchify(vocab.encode(splits.valid), eval_streams), batchify(vocab.encode(splits.test), eval_streams))
+
+
+@cache
+def corpus_size(name: str, n_streams: int = 20, seq_len: int = 35) -> dict[str, int]:
+    """The training split of corpus ``name`` as a run reads it (offline, no fallback): ``train_tokens`` (its tokens
+    in ``n_streams`` streams), ``epoch_steps`` (the steps of one pass, windows of ``seq_len`` tokens) and ``vocab``
+    (its whole vocabulary, ``<unk>`` included, before any cap, which changes no token count)."""
+    data = load_lm_data(name, n_streams=n_streams, fallback=False)
+    return {"train_tokens": int(data.train.numel()), "epoch_steps": n_chunks(data.train, seq_len),
+            "vocab": len(data.vocab)}

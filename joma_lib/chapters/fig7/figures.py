@@ -28,7 +28,6 @@ layer 0 rebounds by 11 % and layers 1-3 by under 1 %: the claim fails, and the b
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, OnlineClaim, Tolerance
 from joma_lib.kit.sweeps import RESULTS_DIR, layer_colours, load_runs
-from joma_lib.lm.data import load_lm_data, n_chunks
+from joma_lib.lm.data import corpus_size
 from joma_lib.lm.presets import preset_configs, train_preset
 from joma_lib.lm.pythia import PYTHIA_LAST_STEP
 
@@ -123,16 +122,12 @@ steps and ours (20 x 35 tokens) are not comparable: budgets are compared in toke
 PYTHIA_TOKENS = PYTHIA_LAST_STEP * PYTHIA_TOKENS_PER_STEP
 
 
-@cache
 def standin_budget() -> dict[str, float]:
     """The stand-in's training budget against Pythia's: ``steps``, ``tokens`` (steps x 20 x 35), ``passes`` over the
     training split of its corpus, ``pythia_tokens`` (143,000 steps of 1,024 x 2,048 tokens) and ``fraction``
     (ours over Pythia's)."""
-    data = load_lm_data(_STANDIN_CONFIG.data, n_streams=_STANDIN_CONFIG.batch_size,
-                        eval_streams=_STANDIN_CONFIG.eval_batch_size, max_vocab=_STANDIN_CONFIG.max_vocab,
-                        fallback=False)
-    return {"steps": STANDIN_STEPS, "tokens": STANDIN_TOKENS,
-            "passes": STANDIN_STEPS / n_chunks(data.train, _STANDIN_CONFIG.seq_len),
+    epoch = corpus_size(_STANDIN_CONFIG.data, _STANDIN_CONFIG.batch_size, _STANDIN_CONFIG.seq_len)["epoch_steps"]
+    return {"steps": STANDIN_STEPS, "tokens": STANDIN_TOKENS, "passes": STANDIN_STEPS / epoch,
             "pythia_tokens": PYTHIA_TOKENS, "fraction": STANDIN_TOKENS / PYTHIA_TOKENS}
 
 

@@ -90,7 +90,7 @@ def entropy_bounce(curve: np.ndarray) -> float:
 def make_adam_reset(reset: str = str(FULL_RESULTS), never: str = str(NORESET_RESULTS)) -> FigureData:
     """Data of ``c-rerun-adam-reset``: the 1-layer runs with Adam rebuilt every epoch (the committed re-run)
     and without (same seeds and settings), over the steps both cover, and the epoch boundaries."""
-    from joma_lib.lm.data import load_lm_data, n_chunks
+    from joma_lib.lm.data import corpus_size
 
     with_reset, without = load_runs(reset), load_runs(never)
     steps = without["minibatch"][0]
@@ -107,9 +107,7 @@ def make_adam_reset(reset: str = str(FULL_RESULTS), never: str = str(NORESET_RES
         out[f"argmin_{key}"] = np.array(steps[int(np.argmin(out[f"entropy_{key}"].mean(axis=0)))])
     if not np.array_equal(out["seed_reset"], out["seed_noreset"]):
         raise ValueError("the runs with and without Adam resets must use the same seeds")
-    cfg = PRESETS["rerun-full"]
-    data = load_lm_data(cfg["data"], RunConfig.batch_size, RunConfig.eval_batch_size, cfg["max_vocab"])
-    epoch = n_chunks(data.train, RunConfig.seq_len)
+    epoch = corpus_size(PRESETS["rerun-full"]["data"], RunConfig.batch_size, RunConfig.seq_len)["epoch_steps"]
     out["epoch_boundaries"] = np.arange(epoch, int(steps[-1]) + 1, epoch)
     return out
 
