@@ -30,7 +30,7 @@ def check_residual_figure(d):
         assert res[i, :, 0].max() <= 2e-2                            # O(lr) at lr 0.1
         ratio = res[i, :, 0, -1] / res[i, :, 1, -1]
         assert np.all((ratio > 1.5) & (ratio < 2.5))                 # halves with the learning rate
-        assert d["max_abs_z"][i].min() >= 0.5                        # not vacuous
+        assert d["max_z_move"][i].min() >= 0.5                       # not vacuous
     i = att.index("softmax")
     assert res[i, :, :, -1].min() > 0.3                              # heterogeneous inputs break it
     assert len(phis) == res.shape[1]
@@ -49,7 +49,7 @@ def test_invariant_residual_fresh(kept_figure_data):
 
 def test_invariant_holds_at_unequal_learning_rates_only_once_scaled():
     d = compute("c-invariant-lr-ratio", ratios=(0.25, 4.0), phis=("identity", "tanh"))
-    assert d["residual"].shape == (2, 2, 2) and d["max_abs_z"].min() >= 0.5  # the logits move: not vacuous
+    assert d["residual"].shape == (2, 2, 2) and d["max_z_move"].min() >= 0.5  # the logits move: not vacuous
     assert d["residual"].max() <= 2e-2                                       # scaled by eta_z/eta_w: holds
     assert d["residual_unscaled"].min() > 0.3                                # the ratio ignored: fails
     with pytest.raises(ValueError, match="ratios"):
@@ -70,9 +70,9 @@ def test_residual_readings_read_the_exact_kinds_and_softmax_apart():
     residual[1, 1, 1, -1] = 0.8e-3                                 # ... but once: 2e-3 / 0.8e-3 = 2.5
     residual[2, :, :, -1] = [[0.5, 0.7], [0.6, 0.4]]
     d = {"attentions": np.array(["linear", "exp", "softmax"]), "residual": residual,
-         "max_abs_z": np.array([[0.8, 0.6], [0.9, 1.0], [0.1, 0.1]])}
+         "max_z_move": np.array([[0.8, 0.6], [0.9, 1.0], [0.1, 0.1]])}
     got = residual_readings(d)
-    assert got["thm1-sgd-exact-max"] == 2e-3 and got["thm1-sgd-exact-zmin"] == 0.6  # softmax's z is not counted
+    assert got["thm1-sgd-exact-max"] == 2e-3 and got["thm1-sgd-exact-zmove"] == 0.6  # softmax's is not counted
     assert got["thm1-sgd-halving"] == pytest.approx(0.5) and got["thm1-sgd-softmax-min"] == 0.4
 
 

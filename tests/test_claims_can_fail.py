@@ -1,7 +1,7 @@
 """A claim is evidence only if a plausible wrong output fails it.
 
 Each test feeds one claim the committed reference data with one thing broken the way a wrong result would be
-(a curve frozen at its minimum, weights that never moved, logits that never left zero, a flat entropy with a dip
+(a curve frozen at its minimum, weights that never moved, logits that never left their start, a flat entropy with a dip
 inside the run, a control in place of the trained network) and checks the verdict turns to ``fails``. The
 paper's Table 1 claims that cannot tell training from none are checked to hold on the untrained networks and on
 the shuffled-label controls, which is what their ``blind`` note says.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from joma_lib.kit import compute
 from joma_lib.kit.harness import REFERENCE_DIR, load_reference
 from joma_lib.kit.registry import Claim, FigureData, get_spec
 
@@ -44,8 +45,19 @@ def test_relu_weights_that_never_moved_do_not_settle_at_the_centres():
 def test_an_invariant_with_logits_that_never_moved_fails(claim_id):
     data = dict(load_reference("c-invariant-residual"))
     assert verdict("c-invariant-residual", claim_id, data) == "holds"
-    frozen = {**data, "residual": np.zeros_like(data["residual"]), "max_abs_z": np.zeros_like(data["max_abs_z"])}
+    frozen = {**data, "residual": np.zeros_like(data["residual"]), "max_z_move": np.zeros_like(data["max_z_move"])}
     assert verdict("c-invariant-residual", claim_id, frozen) == "fails"  # a zero residual for no reason
+
+
+@pytest.mark.parametrize("figure", ["c-invariant-residual", "c-invariant-lr-ratio"])
+def test_a_real_run_whose_logits_stay_at_their_start_fails_the_invariant_claims(figure):
+    """At a learning rate of 1e-9 nothing moves and the residual is ~0. Linear attention starts at z = 1, so a guard
+    on |z| itself (the figures' first version) let its claim hold for no reason; the move from the start does not."""
+    data = compute(figure, lr=1e-9, steps=100, phis=("identity",))
+    exact = [list(data["attentions"]).index(kind) for kind in ("linear", "exp")]
+    assert data["max_z_move"].max() < 1e-6 and data["residual"][exact].max() < 1e-3  # the residual alone would pass
+    for paper_claim in (c for c in get_spec(figure).claims if c.kind == "paper"):
+        assert paper_claim.evaluate(data)[1] == "fails", paper_claim.claim_id
 
 
 def test_a_flat_quick_rerun_entropy_with_a_dip_inside_fails():

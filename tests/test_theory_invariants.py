@@ -9,7 +9,7 @@ import torch
 
 from joma_lib.theory.bags import gaussian_or_random_bags
 from joma_lib.theory.block import ACTIVATIONS, BlockSpec, train
-from joma_lib.theory.invariants import flow_check, invariant_residual, mean_attention, mlp_potential, normalized_correlation, predicted_logits, softmax_terms, theorem1_toy, toy_check
+from joma_lib.theory.invariants import flow_check, invariant_residual, logit_move, mean_attention, mlp_potential, normalized_correlation, predicted_logits, softmax_terms, theorem1_toy, toy_check
 
 torch.set_num_threads(1)
 
@@ -45,6 +45,14 @@ def test_normalized_correlation():
     np.testing.assert_allclose(normalized_correlation(a, -a), -1.0, rtol=1e-7)
     np.testing.assert_allclose(normalized_correlation(a, b), [np.corrcoef(x, w)[0, 1] for x, w in zip(a, b)],
                                rtol=1e-7)
+
+
+def test_logit_move_is_measured_from_the_start_not_from_zero():
+    z = np.array([[1.0, -1.0], [1.2, -1.0], [0.7, -1.5]])  # time x logits, starting away from 0
+    assert logit_move(z) == pytest.approx(0.5)  # the second logit, 1.0 -> 1.5 in size
+    assert logit_move(np.ones((4, 3))) == 0.0  # stayed at z = 1: no move, however large |z| is
+    with pytest.raises(ValueError, match="z must have a time axis"):
+        logit_move(np.empty((0, 3)))
 
 
 def test_bad_arguments():

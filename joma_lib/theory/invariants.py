@@ -110,6 +110,18 @@ def mean_attention(spec: BlockSpec, z: np.ndarray, X: np.ndarray) -> np.ndarray:
     return b.mean(dim=2).numpy()
 
 
+def logit_move(z: np.ndarray) -> float:
+    """The largest move of any logit from its start along a run, ``max_t |z(t) - z(0)|`` (``z``: time first).
+
+    A small invariant residual says something only where this is not small: a run whose logits stay where they
+    started has a residual of zero.
+    """
+    z = np.asarray(z, dtype=float)
+    if z.ndim < 1 or z.shape[0] < 1:
+        raise ValueError(f"z must have a time axis first with at least one point, got shape {z.shape}")
+    return float(np.abs(z - z[0]).max())
+
+
 def reference_mean_attention(spec: BlockSpec, z0: np.ndarray, X: np.ndarray) -> np.ndarray | None:
     """``b-bar`` at the start (R, M_C) for normalised kinds (Theorem 1's softmax case), None for the others."""
     return mean_attention(spec, z0, X) if attention_kind(spec.attention).normalized else None

@@ -8,9 +8,9 @@ from __future__ import annotations
 from joma_lib.theory.block import train
 from joma_lib.chapters.theorem1.readings import flow_readings, linear_step, residual_readings
 from joma_lib.chapters.theorem1.widget import simulate, theorem1_widget
-from joma_lib.theory.invariants import flow_check, theorem1_toy, toy_check
+from joma_lib.theory.invariants import flow_check, logit_move, theorem1_toy, toy_check
 
 __all__ = [
-    "flow_check", "flow_readings", "linear_step", "residual_readings", "simulate", "theorem1_toy", "theorem1_widget",
-    "toy_check", "train",
+    "flow_check", "flow_readings", "linear_step", "logit_move", "residual_readings", "simulate", "theorem1_toy",
+    "theorem1_widget", "toy_check", "train",
 ]
