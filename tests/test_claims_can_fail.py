@@ -96,3 +96,18 @@ def test_a_linear_node_does_not_rest_near_the_centres_with_weight_decay():
     ends, centres = data["final_linear"], data["centres"]
     cos = (ends @ centres.T) / np.outer(np.linalg.norm(ends, axis=1), np.linalg.norm(centres, axis=1))
     assert verdict("c-thm3-portrait", "thm3-decay-rests-near-centres", {**data, "cos_relu": cos.max(axis=1)}) == "fails"
+
+
+def test_cooccurrence_claims_fail_on_a_nan_in_a_later_tree_and_on_a_flat_curve():
+    """Which heights a tree has comes from H <= L, not from the NaNs of the data under test, and a NaN in any tree (not
+    only the first) reaches the verdict; the 1 - H/L claim bounds the size of its error, so a flat 1/2 fails it."""
+    data = dict(load_reference("c-cooccurrence"))
+    ids = [c.claim_id for c in get_spec("c-cooccurrence").claims]
+    assert [verdict("c-cooccurrence", i, data) for i in ids] == ["holds"] * 4
+    exact, sampled = data["exact"].copy(), data["monte_carlo"].copy()
+    exact[1:, 2] = np.nan  # a value that should be there, in every tree but the first
+    assert [verdict("c-cooccurrence", i, {**data, "exact": exact}) for i in ids] == ["fails"] * 4
+    sampled[1:, 2] = np.nan
+    assert verdict("c-cooccurrence", "thm5-monte-carlo", {**data, "monte_carlo": sampled}) == "fails"
+    flat = np.where(data["H"][None, :] <= data["depths"][:, None], 0.5, np.nan)
+    assert verdict("c-cooccurrence", "thm5-one-minus-h-over-l", {**data, "exact": flat}) == "fails"
