@@ -74,6 +74,20 @@ def test_paper_scale_claims_tell_a_trained_network_from_its_controls(trained_lik
     assert set(verdicts.values()) == {"holds" if trained_like == "right" else "fails"}, verdicts
 
 
+def test_a_network_that_learned_nothing_fails_the_paper_scale_claims_when_the_control_sinks(paper_run) -> None:
+    """Shuffled labels can lower the score below initialisation (they do in our smaller runs): the untrained scores
+    in place of the trained ones then clear the control by far, and the claims above the control still fail."""
+    from joma_lib.chapters.table1.table1_paper import PAPER_CLAIMS
+
+    data = dict(paper_run[0])
+    data["control"] = data["init"] - 0.1
+    verdicts = {claim.claim_id: claim.evaluate(data)[1] for claim in PAPER_CLAIMS}
+    assert set(verdicts.values()) == {"holds"}, verdicts
+    nothing_learned = {claim.claim_id: claim.evaluate(dict(data, trained=data["init"])) for claim in PAPER_CLAIMS}
+    assert all(value <= 0.0 for value, _ in nothing_learned.values()), nothing_learned  # none above itself
+    assert {verdict for _, verdict in nothing_learned.values()} == {"fails"}, nothing_learned
+
+
 def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(paper_run, tmp_path) -> None:
     import json
     import shutil

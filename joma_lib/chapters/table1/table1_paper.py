@@ -53,9 +53,16 @@ def make_table1_paper(path: str = str(PAPER_RESULTS_FILE)) -> FigureData:
 
 def margin_over(kind: str, level: int) -> Callable[[FigureData], float]:
     """Measure of a claim: the smallest, over settings, of the trained layer-``level`` score of latent level
-    ``level`` above the ``kind`` network's (``init`` or ``control``), in pooled seed standard deviations."""
+    ``level`` above the ``kind`` network's (``init`` or ``control``), in pooled seed standard deviations.
+
+    Above the control means above the untrained network too (the smaller of the two margins): training on shuffled
+    labels can lower the score below its value at initialisation (it does in our smaller runs), and then a network
+    that learned nothing would clear the bar against the control alone."""
+    others = ("control", "init") if kind == "control" else (kind,)
+
     def measure(data: FigureData) -> float:
-        return pooled_margin(data["trained"][:, :, level, level], data[kind][:, :, level, level])
+        trained = data["trained"][:, :, level, level]
+        return min(pooled_margin(trained, data[other][:, :, level, level]) for other in others)
     return measure
 
 
@@ -66,7 +73,7 @@ def _configuration(name: str) -> str:
 
 
 _OTHER = {"init": "the untrained network's (same initial weights)",
-          "control": "the shuffled-label control's (same initial weights and inputs)"}
+          "control": "the shuffled-label control's (same initial weights and inputs) and the untrained network's"}
 
 PAPER_CLAIMS = tuple(
     Claim(f"table1-paper-layer{level}-above-{kind}", "Table 1",
