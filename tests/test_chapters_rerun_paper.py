@@ -68,6 +68,53 @@ def test_a_run_without_the_mechanism_fails_them(shape, loss, failing):
     assert {k for k, v in verdicts.items() if v == "fails"} == failing
 
 
+def _without(data, drop) -> dict[str, np.ndarray]:
+    return {k: v[~drop] for k, v in data.items()}
+
+
+def test_a_hole_in_the_sweep_fails_the_claims_it_touches_and_is_not_skipped():
+    # Python's min and max skip a NaN that does not come first; numpy's keep it: every case below held before
+    good = _sweep(_dip_and_bounce, _paper_like_loss)
+    top_lr = np.isclose(good["lr"], 1e-2)
+    # the lr-1e-2 runs absent: every claim that reads them fails, the others still hold
+    assert {k for k, v in _verdicts(_without(good, top_lr)).items() if v == "fails"} == {
+        "fig8-paper-rerun-lr-u-shape", "fig8-paper-rerun-best-lr-dips-and-recovers",
+        "fig8-paper-rerun-high-lr-collapse"}
+    # layer 0 does not collapse at lr 1e-2, and one seed's last value there is missing
+    loose = {k: v.copy() for k, v in good.items()}
+    loose["attn_entropy"][top_lr, :, 0] = 2.5
+    loose["attn_entropy"][np.flatnonzero(top_lr)[0], -1, 0] = np.nan
+    assert _verdicts(loose)["fig8-paper-rerun-high-lr-collapse"] == "fails"
+    # a loss that only falls with lr has no U, whether or not its best end is in the file
+    falling = _sweep(_dip_and_bounce, lambda d, lr: 5.4 - 0.1 * np.log2(d) - 0.2 * (np.log10(lr) + 6))
+    assert _verdicts(falling)["fig8-paper-rerun-lr-u-shape"] == "fails"
+    assert _verdicts(_without(falling, np.isclose(falling["lr"], 1e-2)))["fig8-paper-rerun-lr-u-shape"] == "fails"
+    # the 5-layer runs at lr 1e-4 only fall, and one of them is cut short after 30,000 steps (collect pads with NaN)
+    cut = {k: v.copy() for k, v in good.items()}
+    rows = np.flatnonzero((cut["nlayers"] == 5) & np.isclose(cut["lr"], 1e-4))
+    cut["attn_entropy"][rows, :, :5] = (2.5 - STEPS / 60_000)[:, None]
+    cut["attn_entropy"][rows[0], 31:] = cut["val_loss"][rows[0], 31:] = np.nan
+    assert _verdicts(cut)["fig6-paper-rerun-every-layer-dips-and-recovers"] == "fails"
+
+
+def test_the_claims_wait_for_every_run_of_the_sweep_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(paper, "PAPER_RESULTS", tmp_path / "rerun-paper.npz")
+    good = _sweep(_dip_and_bounce, _paper_like_loss)
+    assert paper.incomplete_runs(good) == []
+    names = [c.name for c in paper_sweep_configs()]
+    top_lr = np.isclose(good["lr"], 1e-2)
+    cut = {k: v.copy() for k, v in good.items()}
+    cut["val_loss"][0, -1] = np.nan  # the first run lost its last evaluation
+    twice = {k: np.concatenate([v, v[:1]]) for k, v in good.items()}  # the first run is in the file twice
+    short = {k: v[:, :-1] if k in ("minibatch", "val_loss", "attn_entropy") else v for k, v in good.items()}
+    for data, missing in ((_without(good, top_lr), 3), (cut, 1), (twice, 1), (short, 30)):
+        assert len(paper.incomplete_runs(data)) == missing
+        assert set(paper.incomplete_runs(data)) <= set(names)
+        np.savez(tmp_path / "rerun-paper.npz", **data)
+        with pytest.raises(InputUnavailableError, match=f"holds {30 - missing} of the paper sweep's 30 runs whole"):
+            paper.fetch_paper_rerun()
+
+
 def test_they_are_in_the_ledger_as_claims_set_before_data_and_not_run_until_the_run_is_stored(
         tmp_path, monkeypatch):
     claims = {k: v for k, v in online_claims().items() if k.startswith(("fig6-paper-rerun", "fig8-paper-rerun"))}

@@ -27,7 +27,9 @@ the authors' own runs (``wikitext.md``), none off ours:
   claimed by the paper).
 
 A run without the mechanism fails them: a curve that only falls has no rebound, one that stays at its start has no
-dip, an untrained model has a flat validation loss over depth and learning rate.
+dip, an untrained model has a flat validation loss over depth and learning rate. So does a sweep with a hole in it:
+the claims are judged only when every run of the sweep is in, whole (:func:`incomplete_runs`), and a missing or NaN
+value makes a measure NaN, which fails (numpy's reductions keep a NaN where Python's ``min`` and ``max`` may drop it).
 """
 
 from __future__ import annotations
@@ -58,17 +60,43 @@ def paper_runs_in(finished: str | Path = PAPER_SO_FAR) -> tuple[int, int]:
     return total - sum(paper_runs_waiting(finished).values()), total
 
 
+def incomplete_runs(data: FigureData) -> list[str]:
+    """The names of the paper sweep's runs (:func:`~joma_lib.lm.presets.paper_sweep_configs`) that ``data`` (as
+    :func:`joma_lib.lm.runs.collect` writes it) does not hold whole: absent, present more than once, or without
+    every checkpoint (0, 1,000, ..., 58,000) and a finite validation loss and attention entropy of each of its
+    layers at each of them."""
+    incomplete = []
+    for cfg in paper_sweep_configs():
+        rows = np.flatnonzero((data["nlayers"] == cfg.n_layers) & (data["seed"] == cfg.seed)
+                              & np.isclose(data["lr"], cfg.lr, rtol=1e-6, atol=0.0))
+        checkpoints = np.arange(0, cfg.steps + 1, cfg.eval_interval)
+        whole = len(rows) == 1 and all((
+            np.array_equal(data["minibatch"][rows[0]], checkpoints),
+            np.isfinite(data["val_loss"][rows[0]]).all(),
+            np.isfinite(data["attn_entropy"][rows[0]][:, :cfg.n_layers]).all()))
+        if not whole:
+            incomplete.append(cfg.name)
+    return incomplete
+
+
 def fetch_paper_rerun() -> FigureData:
     """The collected runs of the paper-scale re-run (:func:`joma_lib.lm.runs.collect` arrays), or
     :class:`~joma_lib.base.io.InputUnavailableError` while they have not all been made, saying how many are in
-    (:func:`paper_runs_in`)."""
+    (:func:`paper_runs_in`), or while the file lacks some of them whole (:func:`incomplete_runs`)."""
+    done, total = paper_runs_in()
     if not PAPER_RESULTS.exists():
-        done, total = paper_runs_in()
         raise InputUnavailableError(
             f"{done} of the paper sweep's {total} runs have finished ({PAPER_SO_FAR.name}); the claims are judged "
             f"when all {total} are in ({PAPER_RESULTS.name})")
     with np.load(PAPER_RESULTS) as npz:
-        return {k: npz[k] for k in npz.files}
+        data = {k: npz[k] for k in npz.files}
+    missing = incomplete_runs(data)
+    if missing:
+        raise InputUnavailableError(
+            f"{PAPER_RESULTS.name} holds {total - len(missing)} of the paper sweep's {total} runs whole (missing or "
+            f"cut short: {', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); the claims are judged when "
+            f"all {total} are in")
+    return data
 
 
 def seed_mean(data: FigureData, depth: int, lr: float) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +109,9 @@ def seed_mean(data: FigureData, depth: int, lr: float) -> tuple[np.ndarray, np.n
 
 def dip_and_rebound(curve: np.ndarray) -> float:
     """The smaller of the dip ``curve[0] - min`` and the rebound ``curve[-1] - min``; 0 when the minimum is at
-    either end (no dip, or no rebound)."""
+    either end (no dip, or no rebound); NaN when a value is missing."""
+    if not np.isfinite(curve).all():
+        return float("nan")
     k = int(np.argmin(curve))
     if not 0 < k < len(curve) - 1:
         return 0.0
@@ -89,7 +119,9 @@ def dip_and_rebound(curve: np.ndarray) -> float:
 
 
 def rebound(curve: np.ndarray) -> float:
-    """``curve[-1] - min``, 0 when the minimum is at either end."""
+    """``curve[-1] - min``, 0 when the minimum is at either end; NaN when a value is missing."""
+    if not np.isfinite(curve).all():
+        return float("nan")
     k = int(np.argmin(curve))
     return float(curve[-1] - curve[k]) if 0 < k < len(curve) - 1 else 0.0
 
@@ -115,42 +147,49 @@ def so_far_rows(data: FigureData) -> list[dict[str, object]]:
 
 def shallow_dip_and_rebound(data: FigureData) -> float:
     """The smallest :func:`dip_and_rebound` over every layer of the 1-, 2- and 5-layer models at lr 1e-4."""
-    return min(dip_and_rebound(entropy[:, j]) for depth in (1, 2, 5)
-               for entropy in [seed_mean(data, depth, 1e-4)[0]] for j in range(depth))
+    return float(np.min([dip_and_rebound(entropy[:, j]) for depth in (1, 2, 5)
+                         for entropy in [seed_mean(data, depth, 1e-4)[0]] for j in range(depth)]))
 
 
 def deep_upper_rebound(data: FigureData) -> float:
     """The smallest :func:`rebound` of layers 3-9 of the 10-layer model at lr 1e-4."""
     entropy = seed_mean(data, 10, 1e-4)[0]
-    return min(rebound(entropy[:, j]) for j in range(3, 10))
+    return float(np.min([rebound(entropy[:, j]) for j in range(3, 10)]))
 
 
 def best_loss_by_depth(data: FigureData) -> np.ndarray:
     """The best (over checkpoints) seed-averaged validation loss at each depth of Fig. 6, lr 1e-4."""
-    return np.array([np.nanmin(seed_mean(data, depth, 1e-4)[1]) for depth in FIG6_DEPTHS])
+    return np.array([np.min(seed_mean(data, depth, 1e-4)[1]) for depth in FIG6_DEPTHS])
 
 
 def best_loss_by_lr(data: FigureData) -> np.ndarray:
     """The best seed-averaged validation loss of the 5-layer model at each learning rate of Fig. 8."""
-    return np.array([np.nanmin(seed_mean(data, 5, lr)[1]) for lr in FIG8_LRS])
+    return np.array([np.min(seed_mean(data, 5, lr)[1]) for lr in FIG8_LRS])
 
 
 def lr_u_depth(data: FigureData) -> float:
-    """How much worse both ends of Fig. 8's learning rates are than the best one; 0 if the best is at an end."""
+    """How much worse both ends of Fig. 8's learning rates are than the best one; 0 if the best is at an end, NaN
+    if a learning rate's loss is missing."""
     losses = best_loss_by_lr(data)
-    k = int(np.nanargmin(losses))
-    return float(min(losses[0], losses[-1]) - losses[k]) if 0 < k < len(losses) - 1 else 0.0
+    if not np.isfinite(losses).all():
+        return float("nan")
+    k = int(np.argmin(losses))
+    return float(np.min(losses[[0, -1]]) - losses[k]) if 0 < k < len(losses) - 1 else 0.0
 
 
 def best_lr_dip_and_rebound(data: FigureData) -> float:
-    """The smallest :func:`dip_and_rebound` of the 5-layer model's layers at its best learning rate."""
-    entropy = seed_mean(data, 5, FIG8_LRS[int(np.nanargmin(best_loss_by_lr(data)))])[0]
-    return min(dip_and_rebound(entropy[:, j]) for j in range(5))
+    """The smallest :func:`dip_and_rebound` of the 5-layer model's layers at its best learning rate; NaN if a
+    learning rate's loss is missing (the best one is then unknown)."""
+    losses = best_loss_by_lr(data)
+    if not np.isfinite(losses).all():
+        return float("nan")
+    entropy = seed_mean(data, 5, FIG8_LRS[int(np.argmin(losses))])[0]
+    return float(np.min([dip_and_rebound(entropy[:, j]) for j in range(5)]))
 
 
 def high_lr_layer0_final(data: FigureData) -> float:
     """The largest final layer-0 entropy of the 5-layer model at lr 1e-3 and 1e-2."""
-    return float(max(seed_mean(data, 5, lr)[0][-1, 0] for lr in (1e-3, 1e-2)))
+    return float(np.max([seed_mean(data, 5, lr)[0][-1, 0] for lr in (1e-3, 1e-2)]))
 
 
 def _claim(claim_id: str, ref: str, statement: str, measure: Callable[[FigureData], float],
