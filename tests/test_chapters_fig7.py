@@ -30,9 +30,23 @@ def test_pythia_verdict_on_curves_of_the_stand_in_shape():
     ([4.0, 2.0, 2.0, 4.0], 1.0),   # all of it
     ([4.0, 3.0, 2.0], 0.0),        # minimum at the end: no bounce
     ([2.0, 3.0, 4.0], 0.0),        # minimum at the start: no bounce
+    ([4.0, 3.2, 4.0], 1.0),        # a drop of exactly a fifth of the start counts
+    ([4.0, 3.3, 4.0], 0.0),        # a smaller one does not: a wobble is no drop to bounce back from
+    ([30.0, 29.98, 45.0], 0.0),    # a curve that only rises after a negligible dip (the ratio was 751)
+    ([4.0, np.nan, 2.0, 3.0], np.nan),  # a missing value
 ])
 def test_bounce_fraction(curve, fraction):
-    assert fig7.bounce_fraction(np.array(curve)) == pytest.approx(fraction)
+    assert fig7.bounce_fraction(np.array(curve)) == pytest.approx(fraction, nan_ok=True)
+
+
+def test_a_flat_stable_rank_with_jitter_is_no_bounce():
+    """Start and end of a flat curve both lie about two jitters above its minimum: without a drop guard, the
+    rebound over the 'drop' is about 1, and the paper's claim held on two thirds of such curves."""
+    steps = harness.load_reference("c-fig7-standin")["minibatch"]
+    rng = np.random.default_rng(0)
+    verdicts = [fig7.PYTHIA_CLAIM.evaluate(fig7.pythia_panels(
+        {"step": steps, "stable_rank": 30 + 0.01 * rng.standard_normal((steps.size, 6))}))[1] for _ in range(200)]
+    assert set(verdicts) == {"fails"}
 
 
 def test_srank_panels_average_the_seeds_and_refuse_mixed_runs():

@@ -34,6 +34,8 @@ def test_stable_rank_drop_and_rebound_use_only_each_depths_layers():
     data = {"nlayers": np.array([1, 2]), "stable_rank": srank}
     assert srank_drop(data) == pytest.approx(0.75)  # the shallowest drop
     assert srank_rebound(data) == pytest.approx(0.2)  # the weakest rebound
+    data["stable_rank"][1, :, 1] = [2.0, 1.9, 2.5]  # a dip of 5 % then a rise: no drop, so no bounce
+    assert srank_rebound(data) == 0.0
 
 
 def test_the_standin_corpus_sizes_are_those_the_runs_read():

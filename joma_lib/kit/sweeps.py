@@ -36,6 +36,25 @@ PAPER_SO_FAR = RESULTS_DIR / "rerun-paper-so-far.npz"
 LEGEND_MAX_LAYERS = 4  # up to this depth a legend names the layers; deeper models get a colour bar
 
 
+#: how far a curve must fall below its start, as a fraction of the start, before a climb after its minimum counts
+#: as a bounce (:func:`bounce_fraction`): a flat curve with jitter, or one that only rises after a negligible dip,
+#: has no drop to bounce back from
+BOUNCE_MIN_DROP = 0.2
+
+
+def bounce_fraction(curve: np.ndarray) -> float:
+    """``(c_end - c_min) / (c_0 - c_min)``, the share of its drop that a positive curve (a stable rank) climbs back,
+    if its minimum lies strictly inside it and at least :data:`BOUNCE_MIN_DROP` of ``c_0`` below ``c_0``; else 0
+    (no drop, or no climb after it). NaN if a value is missing."""
+    curve = np.asarray(curve, dtype=np.float64)
+    if not np.isfinite(curve).all():
+        return float("nan")
+    k = int(np.argmin(curve))
+    if k == 0 or k == curve.size - 1 or curve[k] > (1.0 - BOUNCE_MIN_DROP) * curve[0]:
+        return 0.0
+    return float((curve[-1] - curve[k]) / (curve[0] - curve[k]))
+
+
 def panel_summary(data: FigureData, p: int) -> EntropySummary:
     """Start, minimum, end and bounce of each layer's entropy in panel ``p`` of :func:`entropy_panels` data."""
     p = check_int("p", p, 0, int(data["nlayers"].size) - 1)

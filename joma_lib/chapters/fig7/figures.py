@@ -19,8 +19,9 @@ checkpoints (:data:`ONLINE_CLAIMS`): the ledger measures it on Pythia-70M's chec
 reachable, and reports it ``not-run`` with the reason offline.
 ``fig7-standin-srank-bounce`` is the stand-in's: on the seed-mean curve of ``W_1`` (the MLP input matrix) of
 *every* layer, the minimum lies strictly inside the run and the curve climbs back by at least
-:data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``; its value is the smallest over
-layers, and the page reports each layer's. Its threshold counts as set after the data (``threshold_note``): the
+:data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``, after a drop of at least
+:data:`~joma_lib.kit.sweeps.BOUNCE_MIN_DROP` of its start (:func:`~joma_lib.kit.sweeps.bounce_fraction`); its value
+is the smallest over layers, and the page reports each layer's. Its threshold counts as set after the data (``threshold_note``): the
 10 % bar came with a first run (seeds 1 and 2: a 12 % rebound in layer 0, under 1 % above it), and the check
 was widened from layer 0 to every layer after that run; the stand-in was then re-made on seeds 3 and 4. There
 layer 0 rebounds by 11 % and layers 1-3 by under 1 %: the claim fails, and the book says so.
@@ -36,7 +37,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from joma_lib.kit.registry import READ_BACK, TRAINED, Claim, FigureData, FigureSpec, OnlineClaim, Tolerance
-from joma_lib.kit.sweeps import RESULTS_DIR, layer_colours, load_runs
+from joma_lib.kit.sweeps import BOUNCE_MIN_DROP, RESULTS_DIR, bounce_fraction, layer_colours, load_runs
 from joma_lib.lm.data import corpus_size
 from joma_lib.lm.presets import preset_configs, train_preset
 from joma_lib.lm.pythia import PYTHIA_LAST_STEP
@@ -44,15 +45,6 @@ from joma_lib.lm.pythia import PYTHIA_LAST_STEP
 STANDIN_RESULTS = RESULTS_DIR / "fig7-standin.npz"
 #: the rebound the claim asks for, as a fraction of the drop from the start to the minimum
 BOUNCE_FRACTION = 0.1
-
-
-def bounce_fraction(curve: np.ndarray) -> float:
-    """``(c_end - c_min) / (c_0 - c_min)`` if the minimum is strictly inside the curve, else 0."""
-    curve = np.asarray(curve, dtype=np.float64)
-    k = int(np.argmin(curve))
-    if k == 0 or k == curve.size - 1 or curve[0] <= curve[k]:
-        return 0.0
-    return float((curve[-1] - curve[k]) / (curve[0] - curve[k]))
 
 
 def srank_panels(runs: dict[str, np.ndarray]) -> FigureData:
@@ -135,8 +127,9 @@ STANDIN_CLAIM = Claim(
     "fig7-standin-srank-bounce", "Fig. 7 (offline stand-in)",
     f"Stored stand-in run (seeds 3, 4; {STANDIN_STEPS:,} steps of 20 x 35 tokens, {STANDIN_TOKENS / 1e6:.1f}M "
     f"tokens, {STANDIN_TOKENS / PYTHIA_TOKENS:.4%} of Pythia's {PYTHIA_TOKENS / 1e9:.0f}B): in every layer, the "
-    f"stable rank of W1 (the MLP input matrix) falls to a minimum inside the run, then climbs back by at least "
-    f"{BOUNCE_FRACTION:.0%} of its drop; smallest rebound over layers", _every_layer_bounce, ">=", BOUNCE_FRACTION,
+    f"stable rank of W1 (the MLP input matrix) falls to a minimum inside the run, at least {BOUNCE_MIN_DROP:.0%} "
+    f"below its start, then climbs back by at least {BOUNCE_FRACTION:.0%} of its drop; smallest rebound over "
+    "layers", _every_layer_bounce, ">=", BOUNCE_FRACTION,
     book_says="fails", kind="companion",
     threshold_set="after-data",
     threshold_note="ae380ae widened the check from layer 0 to every layer after seeds 1-2 had shown layers 1-3 "
@@ -146,9 +139,9 @@ PYTHIA_CLAIM = Claim(
     "Pre-trained Pythia checkpoints (our choice: the models of the paper's figure are not known to us): the stable "
     "rank of W1, the MLP input matrix (our reading of 'the lower layer of MLP'), first drops then bounces back over "
     "training; measured on Pythia-70M only (the smallest of the suite, whose checkpoints load in minutes), at every "
-    "public checkpoint below step 10,000 and every 8,000th after. 'Every layer rebounds by at least 10 % of its "
-    "drop' is our reading of the paper's figure: rebound after an interior minimum as a fraction of the drop, "
-    "smallest over layers",
+    "public checkpoint below step 10,000 and every 8,000th after. 'Every layer falls to an interior minimum at "
+    f"least {BOUNCE_MIN_DROP:.0%} below its start, then rebounds by at least 10 % of its drop' is our reading of "
+    "the paper's figure: rebound after the minimum as a fraction of the drop, smallest over layers",
     _every_layer_bounce, ">=", BOUNCE_FRACTION, kind="paper", threshold_set="before-data")
 """The paper's own claim, measured as the stand-in's (its bar was listed in the ledger before the Pythia path
 could run). The ledger evaluates it on :func:`pythia_panels` of the real checkpoints when the hub is reachable."""
@@ -181,7 +174,8 @@ ONLINE_CLAIMS = (OnlineClaim(PYTHIA_CLAIM, fetch_pythia, "book/fig7.md",
 QUICK_CLAIM = Claim(
     "fig7-standin-srank-bounce-quick", "Fig. 7 (offline stand-in)",
     f"Shortened stand-in run, retrained on every check: the stable rank of layer 0's W1 climbs back by at least "
-    f"{BOUNCE_FRACTION:.0%} of its drop (a guard of the code path; layer 0 only)",
+    f"{BOUNCE_FRACTION:.0%} of its drop, after falling at least {BOUNCE_MIN_DROP:.0%} below its start (a guard of "
+    "the code path; layer 0 only)",
     _lowest_layer_bounce, ">=", BOUNCE_FRACTION, kind="companion", threshold_set="after-data",
     threshold_note="the stand-in's 10 % bar, applied to layer 0 of a quick run whose rebound (0.14) was known")
 
