@@ -66,8 +66,25 @@ def test_a_flat_quick_rerun_entropy_with_a_dip_inside_fails():
     with np.load(REFERENCE_DIR / "c-rerun-quick.fp32.npz") as fp32:  # the reference of CPUs that train in fp32
         assert verdict("c-rerun-quick", "fig6-rerun-bounce-quick", dict(fp32)) == "holds"
     entropy = np.full_like(data["attn_entropy"], 3.0)
-    entropy[:, entropy.shape[1] // 2, :] -= 0.01  # a dip of noise size, inside the run
+    entropy[:, entropy.shape[1] // 2, :] -= 0.01  # a dip below the bar, inside the run
     assert verdict("c-rerun-quick", "fig6-rerun-bounce-quick", {**data, "attn_entropy": entropy}) == "fails"
+
+
+def test_the_quick_rerun_bounce_is_blind_to_a_flat_curve_with_the_runs_own_scatter():
+    """A drop at the first checkpoint, then flat with the scatter of the run's last seven checkpoints: the claim
+    holds on a good share of such curves, so it is marked blind and counts for nothing."""
+    data = dict(load_reference("c-rerun-quick"))
+    entropy = data["attn_entropy"]
+    scatter = float(np.nanmean(np.nanstd(entropy[:, -7:, :], axis=1, ddof=1)))
+    assert 0.03 < scatter < 0.1
+    rng = np.random.default_rng(0)
+    flat = np.where(np.isnan(entropy), np.nan, 2.0)
+    flat[:, 0] = np.where(np.isnan(entropy[:, 0]), np.nan, 3.0)
+    held = [verdict("c-rerun-quick", "fig6-rerun-bounce-quick",
+                    {**data, "attn_entropy": flat + scatter * rng.standard_normal(flat.shape)}) == "holds"
+            for _ in range(200)]
+    assert np.mean(held) > 0.3
+    assert claim("c-rerun-quick", "fig6-rerun-bounce-quick").blind
 
 
 def _as_trained(data: FigureData, kind: str) -> FigureData:
