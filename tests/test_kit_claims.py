@@ -146,6 +146,33 @@ def test_verify_reports_a_failing_claim_that_starts_to_hold(toy, capsys):
     assert "toy-sum-above-10 now HOLDS" in capsys.readouterr().out
 
 
+def test_a_failure_the_book_reports_must_be_measured_not_nan(toy, capsys):
+    """A NaN measure is no failure: on a claim the book says fails it is an error, which verify and a page reject
+    (before, the broken computation passed as the reported failure)."""
+    harness.update_reference("c-claimy")
+    unmeasured = Claim("toy-sum-above-10", "Thm. 0", "the sum exceeds 10", lambda d: float("nan"), ">", 10.0,
+                       book_says="fails", **BEFORE)
+    assert unmeasured.evaluate(_make())[1] == "error"
+    assert MAX_BELOW_4.evaluate({"y": np.array([np.nan])})[1] == "fails"  # a NaN still fails a claim said to hold
+    toy(_spec(MAX_BELOW_4, unmeasured))
+    row = claims.evaluate_figure("c-claimy", _make())[1]
+    assert (row.verdict, row.reason) == ("error", registry_module.UNMEASURED) and row.surprising
+    assert main(["verify", "c-claimy"]) == 1
+    out = capsys.readouterr().out
+    assert "claims fail: toy-sum-above-10" in out and "now HOLDS" not in out
+    with pytest.raises(AssertionError, match="toy-sum-above-10: nan > 10 error, the book says fails"):
+        claims.check_claims("c-claimy", _make())
+
+
+def test_a_real_failing_claim_with_a_nan_residual_is_an_error_not_the_reported_failure():
+    data = harness.load_reference("c-invariant-residual")
+    rows = {r.claim_id: r for r in claims.evaluate_figure("c-invariant-residual", data)}
+    assert rows["thm1-softmax-invariant-heterogeneous"].verdict == "fails"  # as the book says, on a measured value
+    broken = {**data, "residual": np.full_like(data["residual"], np.nan)}
+    rows = {r.claim_id: r for r in claims.evaluate_figure("c-invariant-residual", broken)}
+    assert rows["thm1-softmax-invariant-heterogeneous"].verdict == "error"
+
+
 #: the claims the book's pages cite by id: none may disappear from the ledger
 REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random thm2-closed-form
 thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order table1-layer0-learns

@@ -31,6 +31,7 @@ from joma_lib.kit.registry import (
     FigureSpec,
     Kind,
     ThresholdSet,
+    UNMEASURED,
     Verdict,
     figure_ids,
     get_spec,
@@ -157,7 +158,7 @@ def evaluate_figure(fig_id: str, data: FigureData) -> list[ClaimResult]:
     rows = []
     for claim in spec.claims:
         value, verdict = claim.evaluate(data)
-        rows.append(_row(spec, claim, value, verdict))
+        rows.append(_row(spec, claim, value, verdict, UNMEASURED if verdict == "error" else ""))
     return rows
 
 
@@ -231,6 +232,7 @@ def online_results(ids: set[str] | None = None) -> list[ClaimResult]:
         verdict: Verdict = "not-run"
         try:
             value, verdict = claim.evaluate(online.fetch())
+            reason = UNMEASURED if verdict == "error" else ""
         except InputUnavailableError as err:
             reason = f"needs {online.needs}: {' '.join(str(err).split())}"
         rows.append(ClaimResult(claim_id, "", claim.paper_ref, claim.statement, value, _threshold(claim), verdict,

@@ -61,7 +61,8 @@ TRAINED = Tolerance(rtol=0.0, atol=0.03, gpu_atol=0.1)
 """Trained language models, before ``calibrate`` replaces it with a measured tolerance."""
 
 
-#: ``error``: the figure's computation raised, so its claims could not be evaluated (the ledger goes on)
+#: ``error``: the figure's computation raised, so its claims could not be evaluated (the ledger goes on); or a claim
+#: the book reports as failing measured a non-finite value (:data:`UNMEASURED`)
 Verdict = Literal["holds", "fails", "not-run", "error"]
 Kind = Literal["paper", "companion", "sanity"]
 """What a claim is: the paper says it (``paper``); our control, extension or reading of data (``companion``);
@@ -73,13 +74,18 @@ it tests were made (``before-data``); or chosen, or changed, knowing the measure
 THRESHOLD_SETS: tuple[ThresholdSet, ...] = ("before-data", "after-data")
 _RELATIONS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+UNMEASURED = ("the measure is not a finite number, so the failure the book reports was not measured (a NaN from a "
+              "missing or broken value would pass as that failure)")
+"""The reason of an ``error`` verdict on a claim the book says fails, whose measure came out NaN or infinite."""
 
 
 @dataclass(frozen=True)
 class Claim:
     """One claim, checked on the data of the figure that shows it.
 
-    The verdict is ``measure(data) <relation> threshold``. A non-finite measured value fails. Every claim says
+    The verdict is ``measure(data) <relation> threshold``. A non-finite measured value fails a claim the book
+    says holds; on a claim the book reports as failing it is an ``error`` (:data:`UNMEASURED`), since a NaN from a
+    missing or broken value is no measurement of that failure. Every claim says
     what kind it is and when its threshold was set; a threshold chosen or moved after the data were seen says so
     in ``threshold_note``, and the ledger prints it.
 
@@ -131,8 +137,11 @@ class Claim:
             raise ValueError(f"claim {self.claim_id!r}: blind must be one line, got {self.blind!r}")
 
     def evaluate(self, data: FigureData) -> tuple[float, Verdict]:
-        """The measured value and the verdict (``holds``/``fails``) on one figure's data."""
+        """The measured value and the verdict (``holds``/``fails``; ``error`` for a non-finite value of a claim the
+        book says fails) on one figure's data."""
         value = float(self.measure(data))
+        if not math.isfinite(value) and self.book_says == "fails":
+            return value, "error"
         holds = math.isfinite(value) and _RELATIONS[self.relation](value, self.threshold)
         return value, "holds" if holds else "fails"
 
