@@ -94,6 +94,15 @@ def test_level_specificity_is_blind_and_holds_where_its_note_says():
         assert verdict("table1", "table1-level-specific", {**data, "trained": alike}) == "holds"
 
 
+def test_a_layer0_gain_of_noise_size_over_init_is_no_gain():
+    """trained = init + 1e-4 is no training effect; the bar is two pooled seed SDs, the unit of its siblings."""
+    data = dict(load_reference("table1"))
+    assert verdict("table1", "table1-quick-layer0-above-init", data) == "fails"  # as the book says
+    trained = data["init"] + 1e-4
+    noise = {**data, "trained": trained, "trained_mean": trained.mean(axis=1)}
+    assert verdict("table1", "table1-quick-layer0-above-init", noise) == "fails"
+
+
 def _hidden(data: FigureData, hidden: np.ndarray) -> tuple[float, str]:
     return claim("c-setting-pretrained", "setting-hidden-states-near-orthogonal").evaluate(
         {**data, "hidden_median": hidden})
