@@ -87,9 +87,10 @@ def test_fig2_readings_take_the_worst_seed_from_step_100():
     steps = np.array([0, 50, 100, 150])
     gaussian = {"steps": steps, "nc_full": np.array([[0.0, 0.2, 0.99, 0.995], [0.0, 0.1, 0.98, 0.999]]),
                 "nc_mean_attn": np.array([[0.0, 0.0, 0.0, -0.05], [0.0, 0.0, 0.0, 0.02]]),
-                "b_bar_drift": np.array([0.4, 0.5])}
+                "b_bar_drift": np.array([0.4, 0.5]), "z_move": np.array([2.5, 2.4])}
     random = {"steps": steps, "nc_full": np.array([[0.0, 0.3, 0.95, 0.96]]),
-              "nc_mean_attn": np.array([[0.0, 0.0, 0.0, 0.45]]), "b_bar_drift": np.array([0.3])}
+              "nc_mean_attn": np.array([[0.0, 0.0, 0.0, 0.45]]), "b_bar_drift": np.array([0.3]),
+              "z_move": np.array([1.1])}
     assert fig2_readings(gaussian, random) == {
         "fig2a-nc-min": 0.98, "fig2b-nc-min": 0.95, "fig2-drift-low": 0.3, "fig2-drift-high": 0.5,
         "fig2a-mean-attn-max": 0.05, "fig2b-mean-attn-min": 0.45}

@@ -110,6 +110,13 @@ def mean_attention(spec: BlockSpec, z: np.ndarray, X: np.ndarray) -> np.ndarray:
     return b.mean(dim=2).numpy()
 
 
+MIN_LOGIT_MOVE = 0.5
+"""In every run that a claim of Theorem 1 rests on, some logit must move by at least 0.5 from its start
+(:func:`logit_move`): a residual is only small, and a prediction of the logits only good, for a reason when the logits
+moved (a run that stays where it started has a zero residual, and its logits correlate perfectly with themselves).
+Measured from the start, not from 0: linear attention starts at ``z = 1``."""
+
+
 def logit_move(z: np.ndarray) -> float:
     """The largest move of any logit from its start along a run, ``max_t |z(t) - z(0)|`` (``z``: time first).
 

@@ -14,7 +14,8 @@ from matplotlib.figure import Figure
 from joma_lib.theory.attention_kinds import ATTENTIONS
 from joma_lib.theory.block import ACTIVATIONS, train
 from joma_lib.theory.block_engines import train_sgd_numpy
-from joma_lib.theory.invariants import invariant_residual, logit_move, reference_mean_attention, theorem1_toy
+from joma_lib.theory.invariants import (MIN_LOGIT_MOVE, invariant_residual, logit_move, reference_mean_attention,
+                                        theorem1_toy)
 from joma_lib.kit.registry import INVARIANT_RESIDUAL, SGD, Claim, FigureData, FigureSpec
 from joma_lib.base.validation import check_float, check_int
 
@@ -120,13 +121,6 @@ def plot_invariant_lr_ratio(data: FigureData) -> Figure:
 def _any_ratio_residual(data: FigureData) -> float:
     """Largest scaled residual; NaN (so the claim fails) if in some run no logit moved by ``MIN_LOGIT_MOVE``."""
     return float(data["residual"].max()) if data["max_z_move"].min() >= MIN_LOGIT_MOVE else float("nan")
-
-
-MIN_LOGIT_MOVE = 0.5
-"""In every run of an invariant claim some logit must move by at least 0.5 from its start
-(:func:`~joma_lib.theory.invariants.logit_move`): a residual is only small for a reason when the logits moved (a run
-that stays where it started has a zero residual and would pass vacuously). Measured from the start, not from 0:
-linear attention starts at ``z = 1``."""
 
 
 def _residual_claim(i: int, attention: str) -> Claim:

@@ -147,6 +147,29 @@ def plot_saliency(data: FigureData) -> Figure:
     return fig
 
 
+def _ratio_spread(data: FigureData) -> float:
+    """Worst spread across tokens of ``erf(v_l/sqrt2)/Delta_l``, relative to its mean size, from the first time
+    after 0 (where ``v = 0`` and the ratio is 0 for every token); NaN if ``v`` never left 0 (0/0)."""
+    ratio = data["ratio_sqrt2"][1:]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.max(np.ptp(ratio, axis=1) / np.abs(ratio).mean(axis=1)))
+
+
+DIVERGED = 3.0
+"""The most salient token "diverges" if it ends past this value: at 0.999 t* the closed form puts it at
+sqrt2 erfinv(0.999) = 3.29, while the other tokens' finite limits here are at most sqrt2 erfinv(0.7) = 1.04."""
+
+
+def _finite_limits_gap(data: FigureData) -> float:
+    """Largest gap at 0.999 t* between the other tokens' ``v`` and their limits; infinite unless the most salient
+    token (largest ``|Delta|``) is past :data:`DIVERGED`."""
+    top = int(np.argmax(np.abs(data["delta"])))
+    others = np.arange(data["delta"].size) != top
+    if not data["v_closed"][-1, top] > DIVERGED:
+        return float("inf")
+    return float(np.abs(data["v_closed"][-1, others] - data["limits"][others]).max())
+
+
 def _closed_form_error(data: FigureData) -> float:
     """Max relative gap between the numerically integrated and the closed-form ``v(t)`` up to 0.999 t*."""
     closed = data["v_closed"]
@@ -161,8 +184,8 @@ CLOSED_FORM_CLAIMS = (
           kind="paper", threshold_set="before-data"),
     Claim("thm2-conserved-ratio", "Theorem 2",
           r"$\mathrm{erf}(v_l/\sqrt2)/\Delta_l$ is the same for every token $l$ at every time: worst spread across "
-          "tokens",
-          lambda d: float(np.ptp(d["ratio_sqrt2"], axis=1).max()), "<", 1e-6,
+          "tokens, relative to the ratio's size (after t = 0, where it is 0)",
+          _ratio_spread, "<", 1e-6,
           kind="paper", threshold_set="before-data"),
     Claim("thm2-erf-v2-typo", "Theorem 2 (slides)",
           r"The slides' form: $\mathrm{erf}(v_l/2)/\Delta_l$ is the same for every token; worst spread across tokens "
@@ -173,8 +196,8 @@ CLOSED_FORM_CLAIMS = (
     Claim("thm2-finite-limits", "Theorem 2",
           r"Only the most salient token diverges; the others approach $\sqrt2\,\mathrm{erfinv}(\Delta_l/\Delta_{l^*})$: "
           "max gap at "
-          r"$0.999\,t^*$ (the approach is $O(1 - t/t^*)$)",
-          lambda d: float(np.abs(d["v_closed"][-1, 1:] - d["limits"][1:]).max()), "<", 2e-3,
+          r"$0.999\,t^*$ (the approach is $O(1 - t/t^*)$), counted only if the most salient token is past "
+          f"{DIVERGED:g} there", _finite_limits_gap, "<", 2e-3,
           kind="companion", threshold_set="after-data",
           threshold_note="the 2e-3 bar was committed with the claim in 4830e84, after this figure's data (c380f6d), "
                          "with the value 1.5e-3 in view"),
