@@ -21,10 +21,10 @@ reachable, and reports it ``not-run`` with the reason offline.
 *every* layer, the minimum lies strictly inside the run and the curve climbs back by at least
 :data:`BOUNCE_FRACTION` of its drop, ``(s_end - s_min) / (s_0 - s_min) >= 0.1``, after a drop of at least
 :data:`~joma_lib.kit.sweeps.BOUNCE_MIN_DROP` of its start (:func:`~joma_lib.kit.sweeps.bounce_fraction`); its value
-is the smallest over layers, and the page reports each layer's. Its threshold counts as set after the data (``threshold_note``): the
-10 % bar came with a first run (seeds 1 and 2: a 12 % rebound in layer 0, under 1 % above it), and the check
-was widened from layer 0 to every layer after that run; the stand-in was then re-made on seeds 3 and 4. There
-layer 0 rebounds by 11 % and layers 1-3 by under 1 %: the claim fails, and the book says so.
+is the smallest over layers, and the page reports each layer's. Its threshold counts as set after the data
+(``threshold_note``): the 10 % bar came with a first run (seeds 1 and 2: a 12 % rebound in layer 0, under 1 % above
+it), and the check was widened from layer 0 to every layer after that run; the stand-in was then re-made on seeds 3
+and 4. There layer 0 rebounds by 11 % and layers 1-3 by under 1 %: the claim fails, and the book says so.
 """
 
 from __future__ import annotations

@@ -166,10 +166,11 @@ def plot_portrait(data: FigureData) -> Figure:
 
 
 def _linear_direction_spread(data: FigureData) -> float:
-    """``1 -`` the smallest cosine between the end points of two linear runs: 0 when all end in one direction."""
+    """The largest distance between the directions (unit vectors) of two linear runs' end points, about the angle
+    between them: 0 when all end in one direction."""
     ends = data["traj_linear"][-1]
     unit = ends / np.linalg.norm(ends, axis=1, keepdims=True)
-    return float(1.0 - (unit @ unit.T).min())
+    return float(np.linalg.norm(unit[:, None] - unit[None], axis=-1).max())
 
 
 MIXED_MIN_NORM = 0.1
@@ -199,7 +200,8 @@ RELU_CLAIMS = (
           kind="paper", threshold_set="after-data",
           threshold_note="the count of 3 and its data first appear together in c380f6d; the value is 8"),
     Claim("thm3-linear-single-direction", "Theorem 3 (reconstruction)",
-          "Linear activation: every start ends at the same direction, 1 - smallest cosine between two end points",
+          "Linear activation: every start ends at the same direction, largest distance between two end points' "
+          "directions (unit vectors)",
           _linear_direction_spread, "<", 1e-6,
           kind="sanity", threshold_set="before-data"),
 )

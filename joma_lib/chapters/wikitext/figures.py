@@ -85,7 +85,8 @@ def _dropped(summary: EntropySummary, layers: slice) -> np.ndarray:
 def early_drop_bounce(data: FigureData) -> float:
     """Claim ``fig6-authors-bounce``: the 1-layer model's rise after its minimum, ``H(end) - min H`` (nats); NaN
     unless the minimum lies inside the run, within its first :data:`EARLY_FRACTION` of steps and at least
-    :data:`~joma_lib.kit.sweeps.BOUNCE_MIN_DROP` of the start below the start (the entropy drops early, then bounces back)."""
+    :data:`~joma_lib.kit.sweeps.BOUNCE_MIN_DROP` of the start below the start (the entropy drops early, then bounces
+    back)."""
     p = int(np.flatnonzero(data["nlayers"] == 1)[0])
     summary, steps = panel_summary(data, p), data["minibatch"][p]
     early = summary.argmin_minibatch[0] <= steps[0] + EARLY_FRACTION * (steps[-1] - steps[0])
@@ -95,8 +96,9 @@ def early_drop_bounce(data: FigureData) -> float:
 
 def suppressed_lower_bounce(data: FigureData) -> float:
     """Claim ``fig6-deep-lower-layers-suppressed``: the largest rise after the minimum, ``H(end) - min H`` (nats),
-    of layers 0-2 of the 10-layer model; NaN unless each of them dropped by at least :data:`~joma_lib.kit.sweeps.BOUNCE_MIN_DROP` of
-    its start (the drop happens and the bounce does not; layers that never moved have no rise either)."""
+    of layers 0-2 of the 10-layer model; NaN unless each of them dropped by at least
+    :data:`~joma_lib.kit.sweeps.BOUNCE_MIN_DROP` of its start (the drop happens and the bounce does not; layers that
+    never moved have no rise either)."""
     summary = _summary_of_depth(data, 10)
     lower = slice(0, 3)
     return float(summary.bounce[lower].max()) if np.all(_dropped(summary, lower)) else float("nan")
