@@ -28,7 +28,8 @@ def make_invariant_residual(attentions: tuple[str, ...] = ATTENTIONS, phis: tupl
     and ``lr / lr_factor`` (``lr_factor`` times more steps, same time ``t = lr * steps``).
 
     ``residual`` has shape (attention, phi, learning rate, time); ``max_z_move`` the largest move ``|z(t) - z(0)|``
-    of any logit from its start (:func:`~joma_lib.theory.invariants.logit_move`).
+    of any logit from its start (:func:`~joma_lib.theory.invariants.logit_move`), the smaller of the two learning
+    rates' runs.
     """
     lr = check_float("lr", lr, 0, low_open=True)
     steps = check_int("steps", steps, 1)
@@ -40,12 +41,14 @@ def make_invariant_residual(attentions: tuple[str, ...] = ATTENTIONS, phis: tupl
         for j, phi in enumerate(phis):
             spec, X, y, state = theorem1_toy(attention, phi, seed)
             U_C = spec.embeddings()[0]
+            moves = []
             for m, factor in enumerate((1, lr_factor)):
                 traj = train(spec, X, y, state, steps * factor, lr_z=lr / factor, lr_w=lr / factor)
                 pick = np.linspace(0, steps * factor, n_points).round().astype(int)
                 residual[i, j, m] = invariant_residual(traj.z[pick], traj.V(U_C)[pick], attention, spec.temperature,
                                                        b_bar=reference_mean_attention(spec, traj.z[0], X))[:, 0]
-            max_z_move[i, j] = logit_move(traj.z)
+                moves.append(logit_move(traj.z))
+            max_z_move[i, j] = min(moves)
     return {"time": np.linspace(0, lr * steps, n_points), "residual": residual, "max_z_move": max_z_move,
             "lrs": np.array([lr, lr / lr_factor]), "attentions": np.array(attentions), "phis": np.array(phis)}
 
