@@ -5,7 +5,6 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 
 from __future__ import annotations
 
-from joma_lib.chapters.performance.figures import bf16_inside_fp32_band
 from joma_lib.chapters.performance.gpu import (
     launch_bound,
     loans_needed,
@@ -24,7 +23,7 @@ from joma_lib.lm.presets import preset_auto_choice
 from joma_lib.base.stack_time import PLAN_SHARE
 
 __all__ = [
-    "PLAN_SHARE", "bf16_inside_fp32_band", "bf16_support", "cpu_identity", "joint_loans", "launch_bound",
+    "PLAN_SHARE", "bf16_support", "cpu_identity", "joint_loans", "launch_bound",
     "loans_needed", "onednn_isa_limit", "op_count_rows", "ops_per_layer", "ops_per_run", "paper_scale_goals",
     "preset_auto_choice", "ratio_range", "span", "stack_costs", "step_rows", "table1_cost",
 ]

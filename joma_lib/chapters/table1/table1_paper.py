@@ -62,7 +62,7 @@ def margin_over(kind: str, level: int) -> Callable[[FigureData], float]:
 
     def measure(data: FigureData) -> float:
         trained = data["trained"][:, :, level, level]
-        return min(pooled_margin(trained, data[other][:, :, level, level]) for other in others)
+        return float(np.min([pooled_margin(trained, data[other][:, :, level, level]) for other in others]))
     return measure
 
 

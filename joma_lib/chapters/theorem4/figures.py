@@ -217,7 +217,7 @@ before "it never increases" says anything: a run frozen at its start never incre
 
 def _linear_monotone(data: FigureData) -> float:
     """Largest entropy increase between consecutive steps of the linear contrast (after the first step); infinite
-    unless the entropy falls below :data:`LINEAR_MIN_FALL` of its start."""
+    unless the entropy falls by at least :data:`LINEAR_MIN_FALL` of its start."""
     entropy = data["linear_entropy"]
     if entropy.min() > (1.0 - LINEAR_MIN_FALL) * entropy[0]:
         return float("inf")
