@@ -14,7 +14,8 @@ It runs after ``sphinx_site`` (which links each image to its full-size file), so
 picture. Under every such figure whose receipt the harness wrote (``_generated/<fig_id>.receipt.json`` and
 ``.cite.json``, :mod:`joma_lib.kit.receipts`), it adds two collapsed blocks: the receipt (what made the figure:
 version, commit, data hash, libraries, device, source, deviation from the reference, date) and "Cite this figure"
-(BibTeX and plain text), both shown from those files as written, never typed into a page. Enabled in ``_config.yml`` under ``sphinx: local_extensions:`` (``sphinx_figures: _ext``).
+(BibTeX and plain text), both shown from those files as written, never typed into a page. Enabled in ``_config.yml``
+under ``sphinx: local_extensions:`` (``sphinx_figures: _ext``).
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ def paper_numbers(fignumbers: dict[str, dict[str, dict[str, tuple[int, ...]]]],
 
 
 def toc_order(includes: Mapping[str, list[str]], root: str) -> list[str]:
-    """The documents of the table of contents under ``root`` (doc -> the docs its toctrees include), in reading order."""
+    """The documents of the table of contents under ``root`` (doc -> the docs its toctrees include), in reading
+    order."""
     order: list[str] = []
 
     def visit(doc: str) -> None:

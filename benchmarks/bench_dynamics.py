@@ -32,7 +32,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from joma_lib.theory.dynamics import blowup_time, integrate_linear, integrate_nonlinear, linear_closed_form, nonlinear_by_quadrature
+from joma_lib.theory.dynamics import (blowup_time, integrate_linear, integrate_nonlinear, linear_closed_form,
+                                      nonlinear_by_quadrature)
 from joma_lib.kit.benchmarks import save_results
 from joma_lib.theory.softmax_dynamics import fig4_mu, simulate_softmax_attention
 
@@ -157,7 +158,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=40, help="problems per comparison")
     parser.add_argument("--repeats", type=int, default=3, help="timing repeats (best is kept)")
     parser.add_argument("--widget-changes", type=int, default=24)
-    parser.add_argument("--no-write", action="store_true", help="print only; do not update joma_lib/kit/benchmark_results/")
+    parser.add_argument("--no-write", action="store_true",
+                        help="print only; do not update joma_lib/kit/benchmark_results/")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f}; "

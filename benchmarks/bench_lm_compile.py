@@ -58,8 +58,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--verdict", type=Path, nargs="+", metavar="FILE",
                    help="measure nothing: print --compile and --compile-seconds if the measurement stored in the "
-                        "first FILE that exists (this loan's, else one committed from an earlier loan) says the runners "
-                        "should compile (nothing otherwise, or where none exists)")
+                        "first FILE that exists (this loan's, else one committed from an earlier loan) says the "
+                        "runners should compile (nothing otherwise, or where none exists)")
     p.add_argument("--layers", type=int, default=5)
     p.add_argument("--stack", type=int, default=7)
     p.add_argument("--vocab", type=int, default=28_782, help="the authors' WikiText-2 vocabulary by default")
@@ -68,7 +68,8 @@ def main() -> None:
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results-name", default="lm_compile", help="store as <name>.json")
-    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="store in this folder (default joma_lib/kit/benchmark_results)")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
     if args.verdict is not None:
@@ -92,13 +93,15 @@ def main() -> None:
     apart = float((steps["compiled"].running - steps["as trained"].running).abs().max()
                   / steps["as trained"].running.abs().max())
     ratio = ms["as trained"] / ms["compiled"]
-    print(f"torch {torch.__version__}, {device}{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
-          f", {args.layers} layers, stack of {args.stack}, {args.precision}, vocab {args.vocab}, median of {args.repeats}")
+    print(f"torch {torch.__version__}, {device}"
+          f"{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
+          f", {args.layers} layers, stack of {args.stack}, {args.precision}, vocab {args.vocab}, "
+          f"median of {args.repeats}")
     modes = {k: s.mode for k, s in steps.items()}  # a capture that failed leaves a step eager: say so
     print(f"warm-up (compiling included): as trained {warm_up_s['as trained']:.1f} s ({modes['as trained']}), "
           f"compiled {warm_up_s['compiled']:.1f} s ({modes['compiled']})")
-    print(f"step: as trained {ms['as trained']:.2f} ms, compiled {ms['compiled']:.2f} ms ({ratio:.2f}x); running losses "
-          f"apart by {apart:.1e} (relative)")
+    print(f"step: as trained {ms['as trained']:.2f} ms, compiled {ms['compiled']:.2f} ms ({ratio:.2f}x); "
+          f"running losses apart by {apart:.1e} (relative)")
     if not args.no_write:
         save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()}, "median_ms": ms,
                                          "warm_up_s": warm_up_s, "modes": modes, "as_trained_over_compiled": ratio,

@@ -13,10 +13,10 @@ depth, four steps alternate in one process (same inputs, threads and GPU), media
 
 On a GPU it also times two 5-layer stacks' steps one after the other and each on its own CUDA stream (whether
 training two stacks at once would pay: a step of this small model leaves most of the GPU idle). From the stacked
-step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and
-prints it. On a CPU it also times the unstacked step on one thread (each precision) and prints what ``--jobs 2`` would give per run
-(that step over 2, assuming two processes scale perfectly on 2 cores) beside the stack of 2 runs on ``--threads``. Results are stored in
-``joma_lib/kit/benchmark_results/<--results-name>.json`` (or ``--out DIR``)::
+step times it projects the 30-run paper sweep (58,000 steps per run; evaluation not counted) and prints it. On a CPU
+it also times the unstacked step on one thread (each precision) and prints what ``--jobs 2`` would give per run (that
+step over 2, assuming two processes scale perfectly on 2 cores) beside the stack of 2 runs on ``--threads``. Results
+are stored in ``joma_lib/kit/benchmark_results/<--results-name>.json`` (or ``--out DIR``)::
 
     python benchmarks/bench_lm_stack.py --device cuda             # on a GPU (benchmarks/gpu_checks.sh runs it)
     python benchmarks/bench_lm_stack.py --device cpu --layers 1 2 --threads 2 --repeats 7
@@ -43,7 +43,8 @@ from joma_lib.lm.stack_step import AdamState, StackStep, on_device
 from joma_lib.lm.stacked import StackedLM, mask_source
 from joma_lib.lm.step import make_optimizer, train_step
 
-#: runs of each depth in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5 layers)
+#: runs of each depth in the paper's sweep (Fig. 6 at lr 1e-4 x 3 seeds; Fig. 8's 7 learning rates x 3 seeds at 5
+#: layers)
 PAPER_RUNS = dict(Counter(cfg.n_layers for cfg in paper_sweep_configs()))
 PAPER_STEPS = PRESETS["paper"]["steps"]
 
@@ -147,7 +148,8 @@ def main() -> None:
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--results-name", default="lm_stack", help="store as <name>.json")
-    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="store in this folder (default joma_lib/kit/benchmark_results)")
     p.add_argument("--no-write", action="store_true")
     add_allocator_option(p)
     args = p.parse_args()
@@ -156,7 +158,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     allocator = apply_allocator(args.allocator)  # for every step timed here
     device = torch.device(args.device)
-    print(f"torch {torch.__version__}, {device}{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
+    print(f"torch {torch.__version__}, {device}"
+          f"{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
           f", {torch.get_num_threads()} CPU threads, vocab {args.vocab}, 20 x 35 tokens, median of {args.repeats}, "
           f"allocator {allocator}")
     print(f"{'layers':>6} {'R':>3} {'authors':>8} {'ours':>7} {'one run (best)':>18} {'stack/run (best)':>20} "
@@ -178,11 +181,12 @@ def main() -> None:
             projected += PAPER_STEPS * ms[stack] / 1e3 * (PAPER_RUNS[n] / n_stack)
         rows.append(row)
         print(f"{n:>6} {n_stack:>3} {ms['authors']:>8.2f} {ms['ours']:>7.2f} {ms[one]:>8.2f} ({one[4:]:>4})   "
-              f"{per_run:>9.3f} ({stack[6:]:>4})    {row['authors_over_one']:>10.1f}x {row['authors_over_stacked']:>14.1f}x",
+              f"{per_run:>9.3f} ({stack[6:]:>4})    {row['authors_over_one']:>10.1f}x "
+              f"{row['authors_over_stacked']:>14.1f}x",
               flush=True)
         if device.type == "cpu":
-            print(f"{'':>6} --jobs 2 estimate per run: {row['jobs2_ms_per_run_estimate']:.2f} ms (the faster one-thread "
-                  "step / 2)")
+            print(f"{'':>6} --jobs 2 estimate per run: {row['jobs2_ms_per_run_estimate']:.2f} ms "
+                  "(the faster one-thread step / 2)")
     pair = None
     if device.type == "cuda" and 5 in args.layers:  # the depth of most of the paper's runs
         row = next(r for r in rows if r["layers"] == 5)
@@ -197,7 +201,8 @@ def main() -> None:
         print(f"projected paper sweep (30 runs x {PAPER_STEPS} steps, training only): {projected / 60:.1f} minutes")
     if not args.no_write:
         save_results(args.results_name, {"settings": {k: str(v) for k, v in vars(args).items()} |
-                                         {"threads_used": torch.get_num_threads(), "allocator": allocator}, "rows": rows,
+                                         {"threads_used": torch.get_num_threads(), "allocator": allocator},
+                                         "rows": rows,
                                          "projected_paper_sweep_s": projected if projected else None,
                                          "two_stacks_ms": pair},
                      folder=args.out)

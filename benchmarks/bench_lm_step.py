@@ -17,8 +17,8 @@ The three steps alternate in one process (same inputs, same threads), so a loade
 slows all of them alike; the ratios are of median step times. The roofline: every GEMM of
 the step (forward and both backward products of each linear map, the attention products,
 the read-out) timed alone at its own shape, in fp32 and in bf16; the precision ``auto`` picks at each depth
-(:mod:`joma_lib.base.precision`, its own short measurement) is printed beside the faster one measured here; "GEMM GFLOP/s" is the step's
-GEMM work over the summed GEMM times (the speed the step could reach if it were nothing but
+(:mod:`joma_lib.base.precision`, its own short measurement) is printed beside the faster one measured here;
+"GEMM GFLOP/s" is the step's GEMM work over the summed GEMM times (the speed the step could reach if it were nothing but
 its GEMMs), "achieved" is the same work over the measured step time. One command prints
 everything and stores it in ``joma_lib/kit/benchmark_results/lm_step.json`` (the Performance page)::
 

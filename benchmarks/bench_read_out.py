@@ -43,7 +43,8 @@ def read_out_step(tokens: int, d: int, vocab: int, align: tuple[int, int], devic
             LinearCrossEntropy.apply(h, weight, bias, targets, torch.bfloat16, align).sum().backward()
             return
         parts = zip(h.unbind(), weight.unbind(), bias.unbind(), strict=True)
-        torch.stack([LinearCrossEntropy.apply(*part, targets, torch.bfloat16, align) for part in parts]).sum().backward()
+        torch.stack([LinearCrossEntropy.apply(*part, targets, torch.bfloat16, align)
+                     for part in parts]).sum().backward()
     return step
 
 
@@ -55,7 +56,8 @@ def main() -> None:
     p.add_argument("--stack", type=int, default=7, help="runs of the stack read out run by run and at once")
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="store in this folder (default joma_lib/kit/benchmark_results)")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
     for name, low in (("--tokens", 1), ("--d", 1), ("--vocab", 2), ("--stack", 2), ("--repeats", 1)):

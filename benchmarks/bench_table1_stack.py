@@ -2,7 +2,8 @@
 
 Three ways to take one Adam step of ``--runs`` runs of a Table 1 configuration (forward, backward, Adam):
 
-* ``unstacked``: :func:`joma_lib.theory.table1.model.train_and_score`'s step for one run (its batch drawn, ``loss.item()``);
+* ``unstacked``: :func:`joma_lib.theory.table1.model.train_and_score`'s step for one run (its batch drawn,
+  ``loss.item()``);
 * ``stacked (bmm)``: :mod:`joma_lib.theory.table1.stacked`, the engine the command line uses (labels drawn ahead);
 * ``stacked (vmap)``: the alternative, ``torch.func`` (``stack_module_state``, ``functional_call``,
   ``vmap(randomness="different")``) over :class:`~joma_lib.theory.table1.model.HierarchyTransformer`.
@@ -197,7 +198,8 @@ def main() -> None:
     parser.add_argument("--threads", default=None, help="torch CPU threads (default: the configuration's)")
     parser.add_argument("--json", default=None, metavar="FILE", help="with --spread: also write the spread to FILE")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="store the timings as DIR/table1_bench.json (as joma_lib/kit/benchmark_results/ keeps them)")
+                        help="store the timings as DIR/table1_bench.json "
+                             "(as joma_lib/kit/benchmark_results/ keeps them)")
     parser.add_argument("--spread", action="store_true",
                         help="measure the spread of the numbers instead (with a second --precisions: also between "
                              "the two; with --out: stored as table1_spread.json)")

@@ -62,7 +62,8 @@ def main() -> None:
         }, args.repeats)
         if widget.error is not None:
             raise RuntimeError(f"the widget refused a redraw: {widget.error}")
-        print(f"{attention:<10}" + "".join(f"{rows[attention][k]['wall_ms']:>9.0f} / {rows[attention][k]['cpu_ms']:>4.0f}"
+        print(f"{attention:<10}" + "".join(f"{rows[attention][k]['wall_ms']:>9.0f} / "
+                                           f"{rows[attention][k]['cpu_ms']:>4.0f}"
                                            for k in ("simulate_torch", "simulate", "redraw")))
     if not args.no_write:
         save_results("theorem1_widget", {"settings": {**vars(args), "phi": PHI, "lr_ratio": LR_RATIO},

@@ -37,7 +37,8 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("trained figures under other numerics (phase 1's test)", re.compile(r"^worker: test:\S+.* verify c-")),
     ("book pages (kernels)", re.compile(r"/\.venv/.*ipykernel_launcher")),
     ("rehearsal pages (kernels, reader's venv)", re.compile(r"ipykernel_launcher")),
-    ("trained figures verified beside the book and in the numerics matrix", re.compile(r"figures/__main__\.py verify c-")),
+    ("trained figures verified beside the book and in the numerics matrix",
+     re.compile(r"figures/__main__\.py verify c-")),
 )
 
 

@@ -59,13 +59,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     p.add_argument("--layers", type=int, default=5)
-    p.add_argument("--stack", type=int, default=PAPER_GPU_STACK, help="runs in the stack (the paper sweep's 5-layer stacks)")
+    p.add_argument("--stack", type=int, default=PAPER_GPU_STACK,
+                   help="runs in the stack (the paper sweep's 5-layer stacks)")
     p.add_argument("--vocab", type=int, default=28782)
     p.add_argument("--precision", default="bf16", choices=["fp32", "tf32", "bf16"])
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--results-name", default="lm_profile", help="store as <name>.json")
-    p.add_argument("--out", type=Path, default=None, help="store in this folder (default joma_lib/kit/benchmark_results)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="store in this folder (default joma_lib/kit/benchmark_results)")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
     for name in ("layers", "stack", "vocab", "steps", "top"):
@@ -84,7 +86,8 @@ def main() -> None:
             raise SystemExit(f"the step ran as {step.mode}, not {mode}")
         found[mode] = profiled(step, x, y, args.steps, device)
     unit = "kernels" if device.type == "cuda" else "operators"
-    print(f"torch {torch.__version__}, {device}{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
+    print(f"torch {torch.__version__}, {device}"
+          f"{' ' + torch.cuda.get_device_name(device) if device.type == 'cuda' else ''}"
           f", {args.layers} layers, stack of {args.stack}, {args.precision}, vocab {args.vocab}, {args.steps} steps")
     for mode, f in found.items():
         print(f"{mode:>10}: {f['wall_ms']:.2f} ms a step, {f['events']:.0f} {unit} busy {f['busy_ms']:.2f} ms")

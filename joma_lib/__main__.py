@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         return table1_cli.main(args[1:])
     parser = argparse.ArgumentParser(prog="python -m joma_lib")
     sub = parser.add_subparsers(dest="command", required=True)
-    doctor = sub.add_parser("doctor", help="report the torch build, CPU, bf16 probe, precision, GPU, threads, data, Hub")
+    doctor = sub.add_parser("doctor",
+                            help="report the torch build, CPU, bf16 probe, precision, GPU, threads, data, Hub")
     doctor.add_argument("--refresh", action="store_true",
                         help="probe bf16 again instead of reading the verdict cached for this machine")
     sub.add_parser("table1", help="the paper's Table 1: train, search, store (python -m joma_lib table1 --help)")

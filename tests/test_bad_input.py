@@ -78,8 +78,10 @@ def test_block_train_refuses_nan_weights_and_reports_divergence():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), eta=float("nan"), n_steps=10), "eta"),
-    (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), temperature=0.0, n_steps=10), "temperature"),
+    (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), eta=float("nan"), n_steps=10),
+     "eta"),
+    (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), temperature=0.0, n_steps=10),
+     "temperature"),
     (lambda: softmax_dynamics.saliency_profile("linear", 5, low=3.0, high=1.0), "high"),
     (lambda: __import__("joma_lib.theory.latent_tree").theory.latent_tree.HBLT(depth=0), "depth"),
 ])
@@ -108,7 +110,8 @@ SECOND_PROBE = {
     "softmax_attention(T=1e-300)": (lambda: softmax_dynamics.softmax_attention(np.ones((2, 3)), 1e-300),
                                     r"temperature must be in \[0.001, inf\), got 1e-300"),
     "integrate_nonlinear(t=1e307)": (lambda: dynamics.integrate_nonlinear([1.0, 3.0], [0.0, 1e307], v0=0.05),
-                                     r"leaves float64 by t = 1e\+307.*t_eval or \|mu\| must be smaller, got t_eval up to 1e\+307"),
+                                     r"leaves float64 by t = 1e\+307.*t_eval or \|mu\| must be smaller, "
+                                     r"got t_eval up to 1e\+307"),
     "integrate_nonlinear(mu=40)": (lambda: dynamics.integrate_nonlinear([40.0], [0.0, 1.0]), "t_eval .*mu"),
     "batchify(float ids)": (lambda: lm_data.batchify(torch.ones(12), 2),
                             "ids must be an integer torch.Tensor .*got dtype torch.float32"),
@@ -181,7 +184,8 @@ THIRD_PROBE = {
     "block.train(steps=1e9)": (lambda: block.train(*_spec_and_state(), steps=10**9),
                                r"steps must be an integer in \[1, 1e\+07\], got 1000000000"),
     "block.train(steps=1e7, every step)": (lambda: block.train(*_spec_and_state(), steps=10**7),
-                                           r"the recorded trajectory would hold .* GiB.*got steps=10000000, record_every=1"),
+                                           r"the recorded trajectory would hold .* GiB.*"
+                                           r"got steps=10000000, record_every=1"),
     "integrate_autonomous(NaN at t=0)": (_ode(lambda y, rows: np.full_like(y, np.nan)),
                                          r"rhs must be finite at y0, got a NaN or inf derivative at t = 0 in rows"),
     "integrate_autonomous(wrong shape)": (_ode(lambda y, rows: y[:, :2]),

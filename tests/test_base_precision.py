@@ -158,7 +158,8 @@ def test_measure_choice_picks_the_precision_whose_step_is_faster():
         step = lambda p: now.__setitem__(0, now[0] + steps[p].pop(0))  # noqa: E731
         choice = measure_choice(step, threads=1, clock=lambda: now[0])
         assert choice.precision == fast  # one outlier step (0.9 s) does not flip a median
-        assert getattr(choice, f"{slow}_ms") == pytest.approx(30.0) and getattr(choice, f"{fast}_ms") == pytest.approx(1.0)
+        assert (getattr(choice, f"{slow}_ms") == pytest.approx(30.0)
+                and getattr(choice, f"{fast}_ms") == pytest.approx(1.0))
     now = [0.0]
     tie = measure_choice(lambda p: now.__setitem__(0, now[0] + 0.5), threads=1, clock=lambda: now[0])
     assert tie.precision == "fp32"

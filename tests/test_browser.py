@@ -6,8 +6,8 @@ installs both; Playwright never downloads a browser here).
 
 Every page of the book is loaded from a static server on 127.0.0.1 at a desktop (1280 px) width in light
 mode and a phone (390 px) width with the system in dark mode (which the theme follows: the contrast of its
-tables, cards and figures is checked there), and checked for: JavaScript errors in the console, requests to any other host,
-horizontal overflow, and empty outputs (a cell output or plot of no height, e.g. a widget with no
+tables, cards and figures is checked there), and checked for: JavaScript errors in the console, requests to any
+other host, horizontal overflow, and empty outputs (a cell output or plot of no height, e.g. a widget with no
 widget manager, or an image that did not load). On the pages with a kernel-free explorer, the
 explorer is also driven from ``file://`` (no server): moving a slider and clicking a button must
 change the plotted data to the grid cell the controls point at, as the registered grid data say
@@ -203,10 +203,13 @@ _PAGE_FACTS_JS = """() => {
   const article = document.querySelector('.bd-article');
   return {
     pictures: [
-      ...[...document.querySelectorAll('.bd-article figure[id] img')].map(img => ({figure: img.closest('figure').id, img})),
-      ...[...document.querySelectorAll('.bd-article .joma-widget-static img')].map((img, i) => ({figure: `widget #${i}`, img})),
+      ...[...document.querySelectorAll('.bd-article figure[id] img')].map(img =>
+        ({figure: img.closest('figure').id, img})),
+      ...[...document.querySelectorAll('.bd-article .joma-widget-static img')].map((img, i) =>
+        ({figure: `widget #${i}`, img})),
     ].map(({figure, img}) => ({figure, src: img.currentSrc, shown: img.clientWidth, natural: img.naturalWidth})),
-    theorems: [...document.querySelectorAll('div.admonition.theorem > p.admonition-title')].map(p => p.innerText.trim()),
+    theorems: [...document.querySelectorAll('div.admonition.theorem > p.admonition-title')].map(p =>
+      p.innerText.trim()),
     text: article ? article.innerText : '',
   };
 }"""
@@ -567,7 +570,8 @@ _LEDGER_JS = """() => {
   let box = table;
   const clipped = [];
   for (let el = table; el && el !== document.body; el = el.parentElement) {
-    if (el.scrollWidth > el.clientWidth + 1) clipped.push(el.tagName.toLowerCase() + '.' + String(el.className).slice(0, 30));
+    if (el.scrollWidth > el.clientWidth + 1)
+      clipped.push(el.tagName.toLowerCase() + '.' + String(el.className).slice(0, 30));
   }
   const article = document.querySelector('.bd-article').getBoundingClientRect();
   return {
@@ -595,10 +599,12 @@ def test_claims_ledger_reads_without_scrolling(width, browser, base_url):
         pytest.skip("book/claims.html has no <table class='joma-ledger'> (the ledger's renderer)")
     assert ledger["n"] > 0
     assert not ledger["clipped"], f"the ledger scrolls sideways in {ledger['clipped']}"
-    assert ledger["right"] <= ledger["column"] + 1, f"the ledger ends at {ledger['right']} px, the column at {ledger['column']}"
+    assert ledger["right"] <= ledger["column"] + 1, (
+        f"the ledger ends at {ledger['right']} px, the column at {ledger['column']}")
     if width == "phone":
         assert ledger["cards"], "at 390 px the rows are not cards (display: block)"
-        assert all(label in content for label, content in ledger["labels"]), f"cards do not name their fields: {ledger['labels']}"
+        assert all(label in content for label, content in ledger["labels"]), (
+            f"cards do not name their fields: {ledger['labels']}")
     for other in ("fails", "notRun"):
         if ledger[other] is not None and ledger["holds"] is not None:
             assert ledger[other] != ledger["holds"], f"{other} rows look like holding rows ({ledger['holds']})"
@@ -615,7 +621,8 @@ def test_claims_ledger_reads_without_scrolling(width, browser, base_url):
 # WCAG 2 relative luminance), and what is behind each figure's picture.
 _DARK_JS = """() => {
   const parse = s => { const m = /rgba?\\(([^)]*)\\)/.exec(s || ''); if (!m) return null;
-    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
   const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
   const behind = el => {
     const layers = [];
@@ -629,7 +636,8 @@ _DARK_JS = """() => {
   };
   const luminance = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
     return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
-  const contrast = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const contrast = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05); };
   const low = [];
   let checked = 0;
   const boxes = document.querySelectorAll('.bd-article table, .bd-article div.admonition, .bd-article div.cell_output');
@@ -656,8 +664,8 @@ _DARK_JS = """() => {
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("book/")] or ["<no book>"])
 def test_dark_mode_keeps_tables_cards_and_figures_readable(page, browser, base_url):
-    """At 390 px with the reader's system in dark mode the book turns dark, every text of its tables, ledger cards, boxes
-    and cell outputs keeps WCAG AA contrast (4.5:1) with what is behind it, and every figure sits on a light,
+    """At 390 px with the reader's system in dark mode the book turns dark, every text of its tables, ledger cards,
+    boxes and cell outputs keeps WCAG AA contrast (4.5:1) with what is behind it, and every figure sits on a light,
     undimmed paper (the drawings are black on white)."""
     if page == "<no book>":
         _missing("no built book")

@@ -42,7 +42,8 @@ def test_without_a_log_folder_nothing_is_written(tmp_path):
 
 @pytest.mark.parametrize("worker, test, argv, kind", [
     ("gw0", "", "/x/.venv/bin/python -c", "make test: its workers"),
-    ("gw0", "tests/t.py::a (call)", "/x/.venv/bin/python -m joma_lib.figures list", "make test: processes its tests start"),
+    ("gw0", "tests/t.py::a (call)", "/x/.venv/bin/python -m joma_lib.figures list",
+     "make test: processes its tests start"),
     ("", "tests/t.py::a (call)", "/x/.venv/bin/python /x/joma_lib/figures/__main__.py verify c-rerun-quick",
      "trained figures under other numerics (phase 1's test)"),
     ("", "", "/x/.venv/bin/python /x/.venv/lib/python3.11/site-packages/ipykernel_launcher.py -f k.json",
@@ -60,7 +61,8 @@ def test_each_kind_of_process_is_told_apart(worker, test, argv, kind):
 def test_the_table_sums_each_kind_and_what_was_not_logged(tmp_path):
     records = [{"pid": i, "cpu": cpu, "wall": 1.0, "argv": argv, "test": test, "worker": worker}
                for i, (cpu, argv, test, worker) in enumerate([
-                   (30.0, "py -c", "", "gw0"), (10.0, "py -c", "", "gw1"), (5.0, "py -m x", "tests/t.py::a (call)", "gw0"),
+                   (30.0, "py -c", "", "gw0"), (10.0, "py -c", "", "gw1"),
+                   (5.0, "py -m x", "tests/t.py::a (call)", "gw0"),
                    (7.0, "py -m x", "tests/t.py::a (setup)", "gw0")])]
     for r in records:
         (tmp_path / f"{r['pid']}.json").write_text(json.dumps(r))

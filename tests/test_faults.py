@@ -222,7 +222,8 @@ def test_make_goes_on_after_a_full_disk_and_names_the_file_and_figure(refs, tmp_
     lines = capsys.readouterr().out.splitlines()
     error = next(line for line in lines if line.startswith("c-toy ERROR"))
     assert "No space left" in error and str(out / "c-toy.csv") in error and "figure 'c-toy'" in error
-    assert sorted(p.name for p in out.iterdir()) == ["c-toy2.csv", "c-toy2.npz", "c-toy2.phone.png", "c-toy2.png", "c-toy2.svg"]
+    assert sorted(p.name for p in out.iterdir()) == ["c-toy2.csv", "c-toy2.npz", "c-toy2.phone.png", "c-toy2.png",
+                                                     "c-toy2.svg"]
 
 
 # ------------------------------------------------------------------ a bad output folder
@@ -538,7 +539,8 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file_and_the_way_out(tiny_lm
     assert not (ckpt.parent / "result.npz").exists()  # nothing was resumed from it
     for name in ("checkpoint.pt", "checkpoint.pt.sha256"):
         (ckpt.parent / name).unlink()  # the way out the message gives
-    np.testing.assert_array_equal(_train(tiny_lm, tmp_path)["val_loss"], _train(tiny_lm, tmp_path / "clean")["val_loss"])
+    np.testing.assert_array_equal(_train(tiny_lm, tmp_path)["val_loss"],
+                                  _train(tiny_lm, tmp_path / "clean")["val_loss"])
 
 
 @pytest.mark.parametrize("victim", ["result.npz", "result.json"])
@@ -653,7 +655,8 @@ def test_a_full_disk_during_a_run_names_the_file_and_the_disk_and_keeps_the_last
     monkeypatch.undo()
     assert load_checkpoint(ckpt)["step"] == 4  # the last one, intact
     assert sorted(p.name for p in ckpt.parent.iterdir()) == [".lock", "checkpoint.pt", "checkpoint.pt.sha256"]
-    np.testing.assert_array_equal(_train(tiny_lm, tmp_path)["val_loss"], _train(tiny_lm, tmp_path / "clean")["val_loss"])
+    np.testing.assert_array_equal(_train(tiny_lm, tmp_path)["val_loss"],
+                                  _train(tiny_lm, tmp_path / "clean")["val_loss"])
 
 
 def test_a_lock_that_is_a_symlink_is_refused_and_its_target_untouched(tiny_lm, tmp_path, lm_cli, capsys):

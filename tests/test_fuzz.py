@@ -92,7 +92,8 @@ RUN_CONFIG = RunConfig(n_layers=1)
 MIXTURE = nonlinear.toy_mixture()
 LABELS = bags.dirichlet_bags(4, 3, 6, seed=0)[1]
 STATE = block.init_state(SPEC, [0])
-#: derivatives for the ODE solver: a good one, one that is NaN at t = 0, one of the wrong shape, one that is not an array
+#: derivatives for the ODE solver: a good one, one that is NaN at t = 0, one of the wrong shape, one that is not an
+#: array
 RHS: dict[str, Callable[..., Any]] = {"decay": lambda y, rows: -y, "nan": lambda y, rows: np.full_like(y, np.nan),
                                      "shape": lambda y, rows: y[:, :1], "none": lambda y, rows: None}
 
@@ -108,7 +109,8 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "dynamics.linear_limits": (dynamics.linear_limits, {"delta": _arr((4,))}),
     "dynamics.blowup_time": (dynamics.blowup_time, {"delta": _arr((4,))}),
     "dynamics.erf_ratio": (dynamics.erf_ratio, {"v": _arr((4,)), "delta": _arr((4,))}),
-    "softmax_dynamics.softmax_attention": (softmax_dynamics.softmax_attention, {"v": _arr((2, 5)), "temperature": _num(0.1, 10)}),
+    "softmax_dynamics.softmax_attention": (softmax_dynamics.softmax_attention, {
+        "v": _arr((2, 5)), "temperature": _num(0.1, 10)}),
     "softmax_dynamics.row_entropy": (softmax_dynamics.row_entropy, {"a": _arr((2, 5), 0.0, 1.0)}),
     "softmax_dynamics.simulate_softmax_attention": (softmax_dynamics.simulate_softmax_attention, {
         "mu": _arr((5,), 0.5, 4), "v0": _num(0, 1), "eta": _num(1e-3, 2.0), "n_steps": _int(0, 200),
@@ -125,7 +127,8 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "invariants.normalized_correlation": (invariants.normalized_correlation, {"a": _arr((2, 4)), "b": _arr((2, 4))}),
     "table1_model.alignment_score": (table1_model.alignment_score, {
         "active": _arr((6, 2), 0, 1), "hidden": _arr((6, 3)), "min_corr": _num(-1, 1)}),
-    "embeddings.orthonormal_embeddings": (embeddings.orthonormal_embeddings, {"d": _int(1, 12), "n_tokens": _int(1, 12)}),
+    "embeddings.orthonormal_embeddings": (embeddings.orthonormal_embeddings, {
+        "d": _int(1, 12), "n_tokens": _int(1, 12)}),
     "embeddings.cosine_matrix": (embeddings.cosine_matrix, {"E": _arr((4, 3))}),
     "embeddings.jl_epsilon": (embeddings.jl_epsilon, {"d_values": _arr((3,), 1, 500), "n_tokens": _int(2, 100)}),
     "latent_tree.cooccurrence_closed_form": (latent_tree.cooccurrence_closed_form, {
@@ -141,7 +144,8 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "lm.metrics.stable_rank": (lm_metrics.stable_rank, {"w": _tensor((4, 3))}),
     "lm.metrics.mean_attention_entropy": (lm_metrics.mean_attention_entropy, {"attn": _tensor((2, 4, 4), 0, 1)}),
     # the families of the second hostile probe (tests/test_bad_input.py)
-    "invariants.mean_attention": (lambda z, X: invariants.mean_attention(SPEC, z, X), {"z": _arr((2, 4)), "X": _arr((4, 6), 0, 1)}),
+    "invariants.mean_attention": (lambda z, X: invariants.mean_attention(SPEC, z, X), {
+        "z": _arr((2, 4)), "X": _arr((4, 6), 0, 1)}),
     "dynamics.integrate_nonlinear": (dynamics.integrate_nonlinear, {
         "mu": _arr((3,), 0.5, 4), "t_eval": st.one_of(_arr((3,), 0, 5), st.sampled_from([[0, 1e9], [0, 1e307]])),
         "v0": _num(0, 0.4)}),

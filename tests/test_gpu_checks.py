@@ -96,9 +96,11 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     (tmp_path / "out").mkdir()  # the test suite's log of an earlier call on this machine, with a failure
     (tmp_path / "out" / "tests.log").write_text("....F\nFAILED tests/test_x.py::test_y - AssertionError: no\n")
     python = tmp_path / "python"
-    python.write_text(f'#!/bin/bash\nif [[ "$*" == *cuda.is_available* ]]; then exit 0; fi\nexec {sys.executable} "$@"\n')
+    python.write_text('#!/bin/bash\nif [[ "$*" == *cuda.is_available* ]]; then exit 0; fi\n'
+                      f'exec {sys.executable} "$@"\n')
     python.chmod(0o755)
-    checks = "bench-lm,bench-read-out,bench-table1,tests-gpu,profile,bench-compile,verify,tests"  # the runs alone: what this test is about
+    # the runs alone: what this test is about
+    checks = "bench-lm,bench-read-out,bench-table1,tests-gpu,profile,bench-compile,verify,tests"
     done = _run("bash", "benchmarks/gpu_checks.sh", "--skip", checks, "--budget", "120", "--finished",
                 str(tmp_path / "finished"), "--state", str(tmp_path / "state"), "--out", str(tmp_path / "out"),
                 "--pack", str(tmp_path / "pack"),
@@ -164,7 +166,8 @@ def test_the_stacked_step_benchmark_runs_and_stores_its_rows(tmp_path):
                 "--repeats", "1", "--threads", "1", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     rows = json.loads((tmp_path / "lm_stack.json").read_text())["results"]["rows"]
-    assert rows[0]["stack"] == 2 and rows[0]["authors_over_stacked"] > 0 and "ours 1 thread fp32" in rows[0]["median_ms"]
+    assert (rows[0]["stack"] == 2 and rows[0]["authors_over_stacked"] > 0
+            and "ours 1 thread fp32" in rows[0]["median_ms"])
 
 
 def test_the_read_out_benchmark_times_each_way_and_stores_them(tmp_path, monkeypatch, capsys):
@@ -373,8 +376,8 @@ def test_the_table1_benchmark_times_the_compiled_stack_and_stores_what_the_verdi
 
 @pytest.mark.parametrize("bench, pays, does_not, printed", [
     ("bench_lm_compile", {"benchmark": "lm_compile", "results": {"as_trained_over_compiled": 1.4,
-                                                                 "running_loss_apart": 2e-3, "modes": {"a": "cuda-graph"},
-                                                                 **_WARM}},
+                                                                 "running_loss_apart": 2e-3,
+                                                                 "modes": {"a": "cuda-graph"}, **_WARM}},
      {"benchmark": "lm_compile", "results": {"as_trained_over_compiled": 1.0, "running_loss_apart": 2e-3,
                                              "modes": {"a": "cuda-graph"}, **_WARM}}, "--compile --compile-seconds 42"),
     ("bench_table1_stack", _table1_bench({"bf16": 2.0}, {"bf16": 1.0}, {"bf16": 1e-3}),

@@ -174,10 +174,11 @@ def test_a_real_failing_claim_with_a_nan_residual_is_an_error_not_the_reported_f
 
 
 #: the claims the book's pages cite by id: none may disappear from the ledger
-REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random thm2-closed-form
-thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order table1-layer0-learns
-table1-level-specific fig6-authors-losses fig6-authors-bounce fig8-lr-optimum fig6-rerun-bounce fig7-srank-bounce
-fig6-bounce-without-adam-reset fig7-standin-srank-bounce fig5c-extra-latent-layer thm1-any-lr-ratio""".split()
+REQUIRED_IDS = """thm1-linear-invariant thm1-exp-invariant thm1-softmax-nc-gaussian thm1-softmax-nc-random
+thm2-closed-form thm2-erf-v2-typo thm4-rate-ratio fig4-sparse-then-dense thm5-cooccurrence fig5-order
+table1-layer0-learns table1-level-specific fig6-authors-losses fig6-authors-bounce fig8-lr-optimum fig6-rerun-bounce
+fig7-srank-bounce fig6-bounce-without-adam-reset fig7-standin-srank-bounce fig5c-extra-latent-layer
+thm1-any-lr-ratio""".split()
 
 
 def test_the_ledger_lists_every_claim_the_pages_cite_in_lowercase_ids():
@@ -237,7 +238,8 @@ def test_check_claims_glues_the_ledger_and_fails_a_page_that_disagrees(toy, monk
     glued: dict[str, object] = {}
     monkeypatch.setattr(claims, "glue", lambda name, value, display=False: glued.__setitem__(name, value))
     toy(_spec(MAX_BELOW_4, SUM_ABOVE_10))
-    rows = claims.check_claims("c-claimy", _make())  # y = [1, 2, 3]: max 3 < 4 holds; sum 6 > 10 fails, as the book says
+    # y = [1, 2, 3]: max 3 < 4 holds; sum 6 > 10 fails, as the book says
+    rows = claims.check_claims("c-claimy", _make())
     assert {r: rows[r].verdict for r in rows} == {"toy-max-below-4": "holds", "toy-sum-above-10": "fails"}
     names = claims.glue_names("toy-max-below-4")
     assert (glued[names["threshold"]], glued[names["bar"]], glued[names["value"]], glued[names["verdict"]]) == (

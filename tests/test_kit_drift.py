@@ -46,12 +46,14 @@ def test_a_drifted_figure_is_named_with_its_deviation_and_the_packages_that_move
     newest = _newest(drift.run_report(["c-toy"]), numpy="99.0", pandas="9.9")
     found = drift.compare_reports(pinned, newest)
     assert found and [f for f, _, _ in found.figures] == ["c-toy"] and found.failing_both == []
-    assert [(c, old["verdict"], new["verdict"]) for c, old, new in found.claims] == [("toy-last-below", "holds", "fails")]
+    assert ([(c, old["verdict"], new["verdict"]) for c, old, new in found.claims]
+            == [("toy-last-below", "holds", "fails")])
     assert found.packages[0] == ("numpy", np.__version__, "99.0")  # the main dependencies first
     assert ("pandas", pinned["packages"].get("pandas", "-"), "9.9") in found.packages
     text = drift.issue_text(found, pinned, newest, run_url="https://example.org/run/1")
     ratio = newest["figures"]["c-toy"]["ratio"]
-    assert f"| `c-toy` | largest deviation {newest['figures']['c-toy']['max_abs_dev']:.3g} in `y`, {ratio:.3g} x its " in text
+    assert (f"| `c-toy` | largest deviation {newest['figures']['c-toy']['max_abs_dev']:.3g} in `y`, "
+            f"{ratio:.3g} x its " in text)
     assert 900 < ratio < 1100 and "rtol 1e-06" in text
     assert "| `toy-last-below` | `c-toy` | holds (0.8415; claimed < 0.842) | fails (0.8423; claimed < 0.842) |" in text
     assert f"- numpy: {np.__version__} -> 99.0" in text and "[the run](https://example.org/run/1)" in text
@@ -94,9 +96,11 @@ def test_the_weekly_workflow_runs_both_reports_and_only_its_alarm_job_writes():
     workflow = yaml.safe_load((Path(__file__).resolve().parents[1] / ".github/workflows/drift.yml").read_text())
     assert workflow[True]["schedule"] and workflow["permissions"] == {}
     report, alarm = workflow["jobs"]["report"], workflow["jobs"]["alarm"]
-    assert report["strategy"]["matrix"]["deps"] == ["pinned", "newest"] and report["permissions"] == {"contents": "read"}
+    assert (report["strategy"]["matrix"]["deps"] == ["pinned", "newest"]
+            and report["permissions"] == {"contents": "read"})
     runs = " ".join(str(step.get("run", "")) for step in report["steps"])
-    assert "joma_lib.figures report --out" in runs and "--upgrade -r requirements.txt" in runs and "-c constraints" not in runs
+    assert ("joma_lib.figures report --out" in runs and "--upgrade -r requirements.txt" in runs
+            and "-c constraints" not in runs)
     assert alarm["permissions"] == {"contents": "read", "issues": "write"}
     script = alarm["steps"][-1]["run"]
     assert "joma_lib.figures drift report-pinned.json report-newest.json" in script

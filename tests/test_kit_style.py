@@ -30,7 +30,8 @@ def displayed_text_px(fig_id: str) -> tuple[float, float, str]:
         renderer = canvas.get_renderer()
         fig.draw(renderer)
         width_in = fig.get_tightbbox(renderer).width + 2 * float(mpl.rcParams["savefig.pad_inches"])
-    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.get_window_extent(renderer).width > 0]
+    texts = [t for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip() and t.get_window_extent(renderer).width > 0]
     smallest = min(texts, key=lambda t: t.get_fontsize())
     scale = min(1.0, CONTENT_WIDTH_PX / (width_in * dpi))  # wider images are scaled down to the column
     return smallest.get_fontsize() * dpi / 72 * scale, width_in, smallest.get_text()

@@ -174,7 +174,8 @@ def test_the_site_keeps_every_release_beside_latest_and_old_addresses_redirect(t
     assert (out / "v0.2.0" / "book" / "fig.html").read_text() == "<figure id='c-a'>release 0.2.0</figure>"
     assert json.loads((out / "versions.json").read_text())["releases"] == ["v0.10.0", "v0.2.0", "v0.1.0"]
     stub = (out / "book" / "fig.html").read_text()  # the address before versions: to latest/, anchor kept
-    assert 'url=../latest/book/fig.html' in stub and 'location.replace("../latest/book/fig.html" + location.hash)' in stub
+    assert ('url=../latest/book/fig.html' in stub
+            and 'location.replace("../latest/book/fig.html" + location.hash)' in stub)
     assert '<a href="../v0.1.0/book/fig.html">v0.1.0</a>' in stub
     (latest / "book" / "theorem3.html").write_text("<figure id='c-thm3-relu'></figure>")  # a page split in two
     (latest / "book" / "theorem4.html").write_text("<figure id='fig4'></figure>")
@@ -182,7 +183,8 @@ def test_the_site_keeps_every_release_beside_latest_and_old_addresses_redirect(t
     (latest / "book" / "figs2_3.html").write_text("<figure id='fig2a'></figure><p id='c-invariant-residual'></p>")
     book_release.assemble_site(out, latest, zips)
     kept = (out / "latest" / "book" / "theorem1.html").read_text()  # an anchor it gave away goes to the new page
-    assert '({"fig2a": "../book/figs2_3.html"})[location.hash.slice(1)]' in kept and kept.index("<script>") < kept.index("</head>")
+    assert ('({"fig2a": "../book/figs2_3.html"})[location.hash.slice(1)]' in kept
+            and kept.index("<script>") < kept.index("</head>"))
     moved = (out / "latest" / "book" / "theorems3_4.html").read_text()  # its anchor picks the page
     assert '{"c-thm3-relu": "../book/theorem3.html"}' in moved and '|| "../book/theorem4.html"' in moved
     assert 'url=../book/theorem4.html' in moved and "fig4" not in moved

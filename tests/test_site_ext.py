@@ -21,7 +21,8 @@ def test_thebe_assets_are_dropped_and_others_kept():
     keep = SimpleNamespace(filename="plotly.min.js", attributes={})
     thebe_inline = SimpleNamespace(filename=None, attributes={"body": 'const THEBE_JS_URL = "x"'})
     thebe_file = SimpleNamespace(filename="sphinx-thebe.js", attributes={})
-    context = {"script_files": [keep, thebe_inline, thebe_inline, thebe_file], "css_files": ["sphinx-thebe.css", "a.css"]}
+    context = {"script_files": [keep, thebe_inline, thebe_inline, thebe_file],
+               "css_files": ["sphinx-thebe.css", "a.css"]}
     sphinx_site._drop_thebe(None, "p", "page.html", context, None)  # type: ignore[arg-type]
     assert context["script_files"] == [keep]
     assert context["css_files"] == ["a.css"]

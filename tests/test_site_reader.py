@@ -62,7 +62,8 @@ def test_pages_without_a_chapter_number_letter_their_figures():
     secnumbers = {"setting": {"": (1,)}, "audit": {}}
     changed = sphinx_paper_numbers.letter_unnumbered_pages(numbers, secnumbers, order)
     assert changed == ["audit", "intro", "performance"]
-    assert numbers == {"performance": {"figure": {"c-x": ("B", 1), "c-rerun-precision": ("B", 2)}, "table": {"t": ("B", 1)}},
+    assert numbers == {"performance": {"figure": {"c-x": ("B", 1), "c-rerun-precision": ("B", 2)},
+                                       "table": {"t": ("B", 1)}},
                        "audit": {"figure": {"c-setting-pretrained": ("A", 1)}},
                        "setting": {"figure": {"fig-block": (1, 1)}}, "intro": {}}
 
@@ -80,7 +81,8 @@ def test_config_numbers_every_theorem_of_the_book():
 
 def test_a_figure_with_a_phone_layout_becomes_a_picture(tmp_path):
     body = ('<figure class="align-default" id="fig2a"><a href="../_images/ab.png"><img alt="x" '
-            'src="../_images/ab.png" /></a><figcaption>c</figcaption></figure><figure id="other"><img src="../_images/c.png"/></figure>')
+            'src="../_images/ab.png" /></a><figcaption>c</figcaption></figure>'
+            '<figure id="other"><img src="../_images/c.png"/></figure>')
     phone = tmp_path / "fig2a.phone.png"
     new, used = sphinx_figures.picture(body, {"fig2a": phone})
     assert used == {"fig2a.phone.png": phone}
@@ -121,8 +123,8 @@ def test_the_deploy_guard_matches_the_printed_note_and_not_the_code_that_prints_
     """The offline notes are printed by visible code cells: each guard must match the output line only."""
     import re
 
-    steps = " ".join(str(step.get("run", "")) for step in
-                     yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())["jobs"]["build"]["steps"])
+    build = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())["jobs"]["build"]
+    steps = " ".join(str(step.get("run", "")) for step in build["steps"])
     patterns = {page: pattern for pattern, page in
                 re.findall(r'grep (?:-E )?"([^"]+)" _build/html/book/(\w+)\.html', steps)}
     assert set(patterns) == {"fig7", "wikitext"}

@@ -7,7 +7,8 @@ import pytest
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from joma_lib.theory.dynamics import blowup_time, convergence_rate_ratio, erf_ratio, integrate_linear, integrate_nonlinear, linear_closed_form, linear_limits
+from joma_lib.theory.dynamics import (blowup_time, convergence_rate_ratio, erf_ratio, integrate_linear,
+                                      integrate_nonlinear, linear_closed_form, linear_limits)
 from joma_lib.base.ode import integrate_autonomous
 from joma_lib.theory.softmax_dynamics import fig4_mu
 

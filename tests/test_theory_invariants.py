@@ -9,7 +9,9 @@ import torch
 
 from joma_lib.theory.bags import gaussian_or_random_bags
 from joma_lib.theory.block import ACTIVATIONS, BlockSpec, train
-from joma_lib.theory.invariants import flow_check, invariant_residual, logit_move, mean_attention, mlp_potential, normalized_correlation, predicted_logits, softmax_terms, theorem1_toy, toy_check
+from joma_lib.theory.invariants import (flow_check, invariant_residual, logit_move, mean_attention, mlp_potential,
+                                        normalized_correlation, predicted_logits, softmax_terms, theorem1_toy,
+                                        toy_check)
 
 torch.set_num_threads(1)
 

@@ -20,7 +20,9 @@ from joma_lib.chapters.table1.table1 import (
 )
 from joma_lib.kit.registry import get_spec
 from joma_lib.base.precision import PrecisionUnavailableError, precisions_used
-from joma_lib.theory.table1.model import alignment_score, change_alignment_matrix, HierarchyTransformer, numerics, score_at_init, step_flops, TABLE1_SETTINGS, Table1Config, train_and_score, training_precision
+from joma_lib.theory.table1.model import (alignment_score, change_alignment_matrix, HierarchyTransformer, numerics,
+                                          score_at_init, step_flops, TABLE1_SETTINGS, Table1Config, train_and_score,
+                                          training_precision)
 from joma_lib.theory.table1.runs import CONFIGS
 
 

@@ -29,7 +29,8 @@ STORED_RUN_FILES = {"c-rerun-adam-reset": "rerun-noreset", "c-rerun-full": "reru
 ALLOWED: dict[str, str] = {
     # claim id -> why its bar is before the data although the history cannot show it
     "thm1-exp-invariant": "Theorem 1's invariant is exact: the bar is a numerical tolerance of the SGD discretisation",
-    "thm1-linear-invariant": "Theorem 1's invariant is exact: the bar is a numerical tolerance of the SGD discretisation",
+    "thm1-linear-invariant": "Theorem 1's invariant is exact: the bar is a numerical tolerance of the SGD "
+                             "discretisation",
     "thm1-any-lr-ratio": "the same tolerance as thm1-exp-invariant, for any ratio of the learning rates",
     "thm1-softmax-invariant-heterogeneous": "the exact kinds' tolerance, applied unchanged to softmax",
     "thm2-closed-form": "Theorem 2's closed form against an ODE solver: a numerical tolerance",
@@ -78,11 +79,14 @@ def history() -> list[str]:
     return commits
 
 
-SOURCE_FORMS = {"thm1-exp-invariant": "thm1-{attention}-invariant", "thm1-linear-invariant": "thm1-{attention}-invariant",
-                "thm1-softmax-nc-gaussian": "thm1-softmax-nc-{variant}", "thm1-softmax-nc-random": "thm1-softmax-nc-{variant}",
+SOURCE_FORMS = {"thm1-exp-invariant": "thm1-{attention}-invariant",
+                "thm1-linear-invariant": "thm1-{attention}-invariant",
+                "thm1-softmax-nc-gaussian": "thm1-softmax-nc-{variant}",
+                "thm1-softmax-nc-random": "thm1-softmax-nc-{variant}",
                 "fig2-sum-sq-term-gaussian": "fig2-sum-sq-term-{variant}",
                 "fig2-sum-sq-term-random": "fig2-sum-sq-term-{variant}",
-                "fig6-rerun-bounce": "fig6-rerun-bounce{suffix}", "fig6-rerun-bounce-quick": "fig6-rerun-bounce{suffix}",
+                "fig6-rerun-bounce": "fig6-rerun-bounce{suffix}",
+                "fig6-rerun-bounce-quick": "fig6-rerun-bounce{suffix}",
                 "fig7-rerun-srank-drop": "fig7-rerun-srank-drop{suffix}",
                 "fig7-rerun-srank-drop-quick": "fig7-rerun-srank-drop{suffix}"}
 """Ids that the source builds with an f-string: found by the f-string's text as well."""

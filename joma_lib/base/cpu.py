@@ -121,7 +121,8 @@ def user_isa_limit() -> str | None:
     if not user:
         return None
     if user.upper() not in ONEDNN_ISA_VALUES:
-        raise ValueError(f"{ISA_ENV} must be one of oneDNN's levels {ONEDNN_ISA_ALLOWED}, got {user!r}; fix or unset it")
+        raise ValueError(f"{ISA_ENV} must be one of oneDNN's levels {ONEDNN_ISA_ALLOWED}, got {user!r}; "
+                         "fix or unset it")
     return user.upper()
 
 

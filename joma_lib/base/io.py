@@ -264,9 +264,9 @@ def fetch_url(url: str, dest: Path, timeout: float, deadline: float,
     server that trickles header bytes is cut off as surely as one that trickles the body. The body goes into a
     ``.<name>.*.part`` file next to ``dest``, created only once the headers have arrived and removed on any
     failure; ``check(part)`` (e.g. a checksum) runs before the rename. A process killed mid-transfer leaves its
-    ``.part`` behind, which a later call removes once it is stale (:func:`remove_stale_temps`). Raises :class:`DeadlineExceeded` (a
-    :class:`TimeoutError`) when the deadline passes, or the ``OSError``/``http.client.HTTPException`` of the
-    failing step (``urllib.error.URLError`` is an ``OSError``).
+    ``.part`` behind, which a later call removes once it is stale (:func:`remove_stale_temps`). Raises
+    :class:`DeadlineExceeded` (a :class:`TimeoutError`) when the deadline passes, or the
+    ``OSError``/``http.client.HTTPException`` of the failing step (``urllib.error.URLError`` is an ``OSError``).
     """
     import http.client
     import socket

@@ -1,7 +1,8 @@
 """A general ODE solver: vectorised Dormand-Prince 5(4) with one adaptive step size per problem.
 
 Used by the modified-MLP dynamics of Theorems 2 and 4 (:mod:`joma_lib.theory.dynamics`), the multi-token flows of
-Theorem 4 (:mod:`joma_lib.theory.nonlinear`) and, through them, the hierarchy of Sec. 5 (:mod:`joma_lib.theory.latent_tree`).
+Theorem 4 (:mod:`joma_lib.theory.nonlinear`) and, through them, the hierarchy of Sec. 5
+(:mod:`joma_lib.theory.latent_tree`).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ A figure whose ``make`` trains a network (``FigureSpec.trained``) is chaotic in 
 CPU instruction set or BLAS kernel reorders float sums, and a few hundred Adam steps amplify that to a visible
 difference. Its tolerance must therefore be measured, not guessed. ``calibrate`` regenerates the figure in
 fresh subprocesses under several numerics *variants* (:data:`VARIANTS`: thread counts, ATen CPU capability,
-``MKL_CBWR=COMPATIBLE``, oneDNN instruction-set ceilings, CUDA when present) and under other seeds (``FigureSpec.calibration_seeds``), and
-records in the figure's reference json, per array:
+``MKL_CBWR=COMPATIBLE``, oneDNN instruction-set ceilings, CUDA when present) and under other seeds
+(``FigureSpec.calibration_seeds``), and records in the figure's reference json, per array:
 
 * ``numerics_spread``: the largest ``|variant - reference|`` over all CPU variants (this machine's default
   included, so the difference between the machine that made the reference and this one counts too);
@@ -14,10 +14,10 @@ records in the figure's reference json, per array:
   CUDA variant when one ran (else the spec's GPU allowance, at least ``atol``). Arrays that no variant moved
   (configuration arrays) keep the spec's tolerance.
 
-``verify`` then uses these tolerances (:func:`~joma_lib.kit.harness.calibrated_tolerances`). Training curves are compared point-wise
-at that tolerance, which is of the order of the seed spread (the ratio is recorded): the point-wise check catches
-a changed or broken training loop, while the paper's content is checked by the figure's claims, evaluated on
-summary statistics (minimum, rise, best loss) with thresholds stated in advance.
+``verify`` then uses these tolerances (:func:`~joma_lib.kit.harness.calibrated_tolerances`). Training curves are
+compared point-wise at that tolerance, which is of the order of the seed spread (the ratio is recorded): the point-wise
+check catches a changed or broken training loop, while the paper's content is checked by the figure's claims, evaluated
+on summary statistics (minimum, rise, best loss) with thresholds stated in advance.
 
 A figure trained in the precision that ``auto`` picks per machine has one reference per precision
 (:attr:`~joma_lib.kit.registry.FigureSpec.reference_variant`); ``JOMA_PRECISION=fp32`` (or ``bf16``) selects

@@ -326,7 +326,8 @@ def book_ledger(expensive: Iterable[str] = ()) -> tuple[list[ClaimResult], dict[
 
     Trained figures and the ``expensive`` ones are evaluated on their committed reference data (``verify``
     is what regenerates them); a figure whose external input is unavailable falls back to its reference, as
-    its own page does. Every other figure is regenerated (once per figure store: see :func:`~joma_lib.kit.harness.registered_data`).
+    its own page does. Every other figure is regenerated (once per figure store: see
+    :func:`~joma_lib.kit.harness.registered_data`).
     """
     expensive = set(expensive)
     sources: dict[str, str] = {}

@@ -17,11 +17,11 @@
 
 With no ids, ``make``/``verify``/``update``/``claims`` act on every registered figure (``claims`` also takes
 claim ids). ``verify`` also evaluates each figure's claims on the data it regenerated and fails when a claim
-the book says holds fails (a claim the book reports as failing that starts to hold is reported too). A figure whose external
-input (e.g. the authors' published runs) cannot be found or downloaded is reported as SKIPPED, or
-as a failure with ``verify --require-inputs``. ``verify --from DIR`` takes each figure's data from the figure store
-DIR (``JOMA_FIGURE_STORE`` of a book build, see :mod:`joma_lib.kit.harness`) when they were kept there for this
-setting, computes only the others, and says which were which.
+the book says holds fails (a claim the book reports as failing that starts to hold is reported too). A figure whose
+external input (e.g. the authors' published runs) cannot be found or downloaded is reported as SKIPPED, or as a failure
+with ``verify --require-inputs``. ``verify --from DIR`` takes each figure's data from the figure store DIR
+(``JOMA_FIGURE_STORE`` of a book build, see :mod:`joma_lib.kit.harness`) when they were kept there for this setting,
+computes only the others, and says which were which.
 """
 
 from __future__ import annotations
@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     sweep = sub.add_parser("sweep", help="draw Fig. 6 or Fig. 8 from our own runs, as from the authors' data")
     sweep.add_argument("runs", help="a run directory (python -m joma_lib.lm run --out) or a collected .npz")
     sweep.add_argument("--figure", choices=("fig6", "fig8"), default="fig6")
-    sweep.add_argument("--lr", type=float, default=None, help="Fig. 6: the learning rate to show (default: the only one)")
+    sweep.add_argument("--lr", type=float, default=None,
+                       help="Fig. 6: the learning rate to show (default: the only one)")
     sweep.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf)")
     sweep.set_defaults(run=_cmd_sweep)
     sub.choices["receipt"].add_argument("--from", dest="from_dir", metavar="DIR",

@@ -125,8 +125,8 @@ def deviation_text(entry: dict[str, Any]) -> str:
         return entry.get("error") or entry.get("skipped") or "not checked"
     if entry.get("message"):
         return f"{entry['message']} (array {entry['worst_array']})"
-    return (f"largest deviation {entry['max_abs_dev']:.3g} in `{entry['worst_array']}`, {entry['ratio']:.3g} x its tolerance "
-            f"(rtol {entry['rtol']:.1g}, atol {entry['atol']:.1g})")
+    return (f"largest deviation {entry['max_abs_dev']:.3g} in `{entry['worst_array']}`, "
+            f"{entry['ratio']:.3g} x its tolerance (rtol {entry['rtol']:.1g}, atol {entry['atol']:.1g})")
 
 
 def issue_text(drift: Drift, pinned: dict[str, Any], newest: dict[str, Any], run_url: str = "") -> str:
@@ -137,7 +137,8 @@ def issue_text(drift: Drift, pinned: dict[str, Any], newest: dict[str, Any], run
     if drift.figures:
         lines += [f"**{len(drift.figures)} figure(s) drifted beyond their tolerance** with the newest releases:", "",
                   "| figure | newest releases | pinned |", "|---|---|---|"]
-        lines += [f"| `{fig_id}` | {deviation_text(new)} | {deviation_text(old)} |" for fig_id, old, new in drift.figures]
+        lines += [f"| `{fig_id}` | {deviation_text(new)} | {deviation_text(old)} |"
+                  for fig_id, old, new in drift.figures]
         lines.append("")
     if drift.claims:
         lines += [f"**{len(drift.claims)} claim(s) changed verdict:**", "", "| claim | figure | pinned | newest |",

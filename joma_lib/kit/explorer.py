@@ -135,7 +135,8 @@ class Explorer:
             if y.ndim != len(shape) + 1 or y.shape[:-1] != shape:
                 raise ValueError(f"traces[{i}].y must have shape {shape} + (n,), got {y.shape}")
             if np.shape(trace.x) not in ((y.shape[-1],), y.shape):
-                raise ValueError(f"traces[{i}].x must have shape ({y.shape[-1]},) or {y.shape}, got {np.shape(trace.x)}")
+                raise ValueError(f"traces[{i}].x must have shape ({y.shape[-1]},) or {y.shape}, "
+                                 f"got {np.shape(trace.x)}")
             for what in ("name", "color"):
                 value = getattr(trace, what)
                 if not (value is None or isinstance(value, str) or np.shape(value) == shape):

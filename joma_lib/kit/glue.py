@@ -1,4 +1,5 @@
-"""Pasting values and figures into a page: :func:`glue`, the book's ``{glue:...}`` roles, with a plain-notebook fallback."""
+"""Pasting values and figures into a page: :func:`glue`, the book's ``{glue:...}`` roles, with a plain-notebook
+fallback."""
 
 from __future__ import annotations
 

@@ -217,7 +217,8 @@ def load_reference(fig_id: str, reference_dir: Path | None = None) -> FigureData
     regenerate = f"run `python -m joma_lib.figures update {fig_id}` (or restore both files from git)"
     if not path.exists():
         raise MissingReferenceError(
-            f"no reference data for {fig_id!r} at {path}; run `python -m joma_lib.figures update {fig_id}` and commit it")
+            f"no reference data for {fig_id!r} at {path}; run `python -m joma_lib.figures update {fig_id}` and "
+            "commit it")
     manifest_path = path.with_suffix(".json")
 
     def corrupt(problem: str) -> CorruptReferenceError:

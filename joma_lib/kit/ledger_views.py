@@ -136,7 +136,8 @@ def _html(text: str) -> str:
 
 
 def _html_link(row: ClaimResult, titles: Mapping[str, str]) -> str:
-    """A link from the ledger page (in ``book/``) to where the claim is shown, labelled with the figure's or page's title."""
+    """A link from the ledger page (in ``book/``) to where the claim is shown, labelled with the figure's or page's
+    title."""
     doc, _, anchor = row.page.partition("#")
     name = doc.removeprefix("book/").removesuffix(".md")
     if not name:
@@ -153,7 +154,8 @@ def _verdict_html(row: ClaimResult, sources: Mapping[str, str]) -> str:
     elif row.book_says == "fails":
         text += " (as the book reports)"
     if row.blind:
-        text += f'<br><small class="joma-blind">not counted: holds without the mechanism too ({html.escape(row.blind)})</small>'
+        text += (f'<br><small class="joma-blind">not counted: holds without the mechanism too '
+                 f'({html.escape(row.blind)})</small>')
     if row.stored_run:
         text += " [stored run]"
     if row.figure and sources.get(row.figure, REGENERATED) != REGENERATED:

@@ -21,7 +21,8 @@ from joma_lib.kit.drift import checked, deviation_text, read_report
 from joma_lib.kit.registry import figure_ids
 
 GPU_REPORT = Path(__file__).parent / "benchmark_results" / "gpu_verify.json"
-REPORT_COMMAND = "JOMA_DEVICE=cuda python -m joma_lib.figures report --out joma_lib/kit/benchmark_results/gpu_verify.json"
+REPORT_COMMAND = ("JOMA_DEVICE=cuda python -m joma_lib.figures report "
+                  "--out joma_lib/kit/benchmark_results/gpu_verify.json")
 
 
 def _gpu_figures(path: Path) -> tuple[str, dict[str, dict[str, Any]]]:

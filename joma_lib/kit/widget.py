@@ -28,7 +28,8 @@ from joma_lib.kit.style import figure_style
 Values = dict[str, Any]
 
 
-def figure_png(figure: Figure, dpi: float = 80, metadata: Mapping[str, str] | None = None, tight: bool = False) -> bytes:
+def figure_png(figure: Figure, dpi: float = 80, metadata: Mapping[str, str] | None = None,
+               tight: bool = False) -> bytes:
     """``figure`` encoded as PNG (fast zlib level: the image is redrawn on every change); ``tight`` crops it to
     what is drawn (``bbox_inches="tight"``)."""
     buffer = io.BytesIO()

@@ -206,7 +206,8 @@ class SeedAverage:
 
 
 def summarize_entropy(minibatch: np.ndarray, attn_entropy: np.ndarray) -> EntropySummary:
-    """The :class:`EntropySummary` of entropy curves ``attn_entropy`` ``[C, nlayers]`` at steps ``minibatch`` ``[C]``."""
+    """The :class:`EntropySummary` of entropy curves ``attn_entropy`` ``[C, nlayers]`` at steps ``minibatch``
+    ``[C]``."""
     e = np.asarray(attn_entropy, dtype=float)
     steps = np.asarray(minibatch)
     if e.ndim != 2 or steps.shape != (e.shape[0],) or e.shape[0] < 1:

@@ -13,7 +13,8 @@ finished runs of a folder, ``status`` says where each run is::
     python -m joma_lib.lm run --preset paper --engine slurm --gpus-per-run 1 --time 6:00:00 --out runs/paper
     python -m joma_lib.lm status --out runs/paper     # each run's state and step, from its folder and Slurm
 
-Drawing the runs belongs to the figures' command line: ``python -m joma_lib.figures sweep runs/x --figure fig6 -o fig6.png``.
+Drawing the runs belongs to the figures' command line:
+``python -m joma_lib.figures sweep runs/x --figure fig6 -o fig6.png``.
 
 ``--preset`` fills every setting; explicit options override it.
 """

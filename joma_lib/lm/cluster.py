@@ -86,7 +86,8 @@ def require_slurm() -> None:
 
 
 def parse_time(text: str) -> int:
-    """Minutes of a Slurm time limit: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M`` or ``D-H:M:S`` (seconds round up)."""
+    """Minutes of a Slurm time limit: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M`` or ``D-H:M:S`` (seconds round
+    up)."""
     match = _TIME.match(str(text).strip())
     if match is None:
         raise ValueError(f"time must be a Slurm time limit (minutes, H:MM:SS or D-HH:MM:SS), got {text!r}")

@@ -33,10 +33,11 @@ class RunConfig:
 
     ``adam_reset="epoch"`` rebuilds Adam at every epoch, as the authors' script did (``"never"`` keeps
     one optimiser for the whole run); ``eval_chunks=None`` evaluates on the whole validation split;
-    ``precision="bf16"`` trains in bf16 mixed precision (:func:`~joma_lib.lm.step.train_step`), the checkpoint measurements
-    stay fp32; ``"auto"`` takes the faster of the two on this machine (:mod:`joma_lib.base.precision`; the
-    precision used is recorded in the checkpoint and the result, and a resume keeps it); ``log_checkpoints`` adds the powers of two below ``eval_interval`` to the checkpoints
-    (Pythia's schedule when ``eval_interval=1000``); ``n_heads`` is used by ``arch="gptneox"`` only.
+    ``precision="bf16"`` trains in bf16 mixed precision (:func:`~joma_lib.lm.step.train_step`), the checkpoint
+    measurements stay fp32; ``"auto"`` takes the faster of the two on this machine (:mod:`joma_lib.base.precision`; the
+    precision used is recorded in the checkpoint and the result, and a resume keeps it); ``log_checkpoints`` adds the
+    powers of two below ``eval_interval`` to the checkpoints (Pythia's schedule when ``eval_interval=1000``);
+    ``n_heads`` is used by ``arch="gptneox"`` only.
     """
 
     data: str = "wikitext2"

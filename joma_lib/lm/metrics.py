@@ -48,7 +48,8 @@ def mean_attention_entropy(attn: torch.Tensor) -> torch.Tensor:
     """
     attn = check_tensor("attn", attn)
     if attn.ndim < 2 or attn.numel() == 0:
-        raise ValueError(f"attn must be non-empty with at least 2 dimensions [query, key], got shape {tuple(attn.shape)}")
+        raise ValueError(f"attn must be non-empty with at least 2 dimensions [query, key], "
+                         f"got shape {tuple(attn.shape)}")
     low, high = float(attn.min()), float(attn.max())
     if low < 0.0 or high > 1.0:
         raise ValueError(f"attn must hold attention weights in [0, 1], got values in [{low:g}, {high:g}]")

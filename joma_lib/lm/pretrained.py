@@ -130,8 +130,8 @@ def token_embedding_cosines(model: Any, n_tokens: int = 2000, seed: int = 0, cen
     weight = model.get_input_embeddings().weight.detach().float()
     if centre:
         weight = weight - weight.mean(dim=0)
-    rows = np.random.default_rng(check_int("seed", seed, 0)).choice(weight.shape[0], size=min(n_tokens, weight.shape[0]),
-                                                                   replace=False)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    rows = rng.choice(weight.shape[0], size=min(n_tokens, weight.shape[0]), replace=False)
     return _pairwise_abs_cos(weight[torch.from_numpy(np.sort(rows))])
 
 

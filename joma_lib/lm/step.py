@@ -121,7 +121,8 @@ def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progres
     interruption would; a finished run is loaded, not retrained. The run holds a lock on its
     directory (:class:`~joma_lib.lm.runs.RunLockedError` for a second process) and trains with ``threads`` CPU threads,
     recorded in the checkpoint and the result: a resume with another count is refused, since the
-    numbers depend on it. A finished run is read without the lock (its folder may be read-only). Ctrl-C raises :class:`RunInterrupted` saying where the run stopped.
+    numbers depend on it. A finished run is read without the lock (its folder may be read-only). Ctrl-C raises
+    :class:`RunInterrupted` saying where the run stopped.
     """
     cfg = cfg.validated()
     threads = check_int("threads", threads, 1, 1024)

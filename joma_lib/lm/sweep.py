@@ -91,7 +91,8 @@ def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, p
                 when = "timed" if now else "timed earlier"
                 log(f"{when} on {dev.type}, {cost.layers} layer(s): a step {1e3 * cost.step[0]:.2f} ms for one run, "
                     f"{1e3 * cost.step[1]:.2f} ms for {cost.runs}; an evaluation {cost.evaluation[0]:.2f} s and "
-                    f"{cost.evaluation[1]:.2f} s" + (f"; {compile_seconds:.0f} s to compile a stack" if compiled else ""))
+                    f"{cost.evaluation[1]:.2f} s"
+                    + (f"; {compile_seconds:.0f} s to compile a stack" if compiled else ""))
         shape_costs = [costs[stack_key(group[0])] for group in groups]
         left = max(finish_by - time.time(), 0.0)
         sizes = plan(shape_costs, [min(len(g), c.runs) for g, c in zip(groups, shape_costs, strict=True)], left)
@@ -193,19 +194,19 @@ def run_sweep(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "
     """Train (or resume, or load) every run; return :func:`collect` of them and the configs as run.
 
     ``stack=True`` trains the runs that share their shapes as one stacked model each
-    (:func:`~joma_lib.lm.stack.stacks`, at most ``stack_size`` runs to a stack, :func:`~joma_lib.lm.stack.train_stack`); ``stop_after`` (seconds, with
-    ``stack`` only) checkpoints every unfinished stack when that time has passed and raises
-    :class:`DeadlineReached`: the same call later continues (one stack at a time, the cheapest first); ``compiled`` (with ``stack`` only) trains each stack
-    with its loss through ``torch.compile``. ``finish_within`` (seconds, with ``stack``, one job) trains the runs
-    already started (finished ones are loaded) and then starts only stacks of the waiting runs that are expected to
-    finish within that time, each as large as fits (:mod:`joma_lib.lm.stack_plan`; at most ``stack_size`` runs);
-    the runs left waiting raise :class:`DeadlineReached`; with ``compiled``, each such stack is planned with
-    ``compile_seconds`` more, the time its step takes to compile (the planner times the step as written).
-    ``jobs > 1`` trains that many runs (or stacks, cut
-    into :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with this process; otherwise they go one after the
-    other and each corpus is loaded once. Every run uses ``threads`` CPU threads either way, so the results do
-    not depend on ``jobs``. ``precision="auto"`` is decided once for the sweep (:func:`sweep_precision`).
-    A corpus that falls back to its offline stand-in (:func:`~joma_lib.lm.data.load_splits`)
+    (:func:`~joma_lib.lm.stack.stacks`, at most ``stack_size`` runs to a stack, :func:`~joma_lib.lm.stack.train_stack`);
+    ``stop_after`` (seconds, with ``stack`` only) checkpoints every unfinished stack when that time has passed and
+    raises :class:`DeadlineReached`: the same call later continues (one stack at a time, the cheapest first);
+    ``compiled`` (with ``stack`` only) trains each stack with its loss through ``torch.compile``. ``finish_within``
+    (seconds, with ``stack``, one job) trains the runs already started (finished ones are loaded) and then starts only
+    stacks of the waiting runs that are expected to finish within that time, each as large as fits
+    (:mod:`joma_lib.lm.stack_plan`; at most ``stack_size`` runs); the runs left waiting raise :class:`DeadlineReached`;
+    with ``compiled``, each such stack is planned with ``compile_seconds`` more, the time its step takes to compile (the
+    planner times the step as written). ``jobs > 1`` trains that many runs (or stacks, cut into
+    :func:`~joma_lib.lm.stack.shares` that finish together) at once in worker processes (no progress bars) that die with
+    this process; otherwise they go one after the other and each corpus is loaded once. Every run uses ``threads`` CPU
+    threads either way, so the results do not depend on ``jobs``. ``precision="auto"`` is decided once for the sweep
+    (:func:`sweep_precision`). A corpus that falls back to its offline stand-in (:func:`~joma_lib.lm.data.load_splits`)
     names and records the runs with the stand-in's name.
     """
     jobs = check_int("jobs", jobs, 1)

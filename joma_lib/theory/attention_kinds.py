@@ -1,7 +1,7 @@
 """The attention kinds of JoMA's Transformer block, as a registry (paper Sec. 3 and Theorem 1).
 
-An attention kind is everything the block (:mod:`joma_lib.theory.block`) and Theorem 1 (:mod:`joma_lib.theory.invariants`)
-need to know about it:
+An attention kind is everything the block (:mod:`joma_lib.theory.block`) and Theorem 1
+(:mod:`joma_lib.theory.invariants`) need to know about it:
 
 * its **kernel** ``b = kernel(z / T, x)``: the attention weights of the contextual tokens from the logits
   ``z`` (temperature ``T``) and the token frequencies ``x``;
@@ -12,8 +12,9 @@ need to know about it:
 * the logit ``z_start`` at which toy runs start (linear attention outputs ``b = 0`` at ``z = 0`` and would
   never move);
 * optionally its **score** in numpy, ``g(s)`` and ``g'(s)`` for a kernel of the form ``b = x g(s)`` (normalised
-  over the tokens for normalised kinds): the hand-written gradients of :func:`joma_lib.theory.block_engines.train_sgd_numpy`
-  (the fast path of the Theorem 1 widget) need it; a kind without it trains through torch autograd only.
+  over the tokens for normalised kinds): the hand-written gradients of
+  :func:`joma_lib.theory.block_engines.train_sgd_numpy` (the fast path of the Theorem 1 widget) need it; a kind without
+  it trains through torch autograd only.
 
 Adding a kind is one entry in :data:`ATTENTION_KINDS` (see CONTRIBUTING.md, "Add an attention kind").
 """

@@ -1,4 +1,5 @@
-"""Inputs of the block (:mod:`joma_lib.theory.block`): bags of contextual tokens ``X`` (M_C, N) and class labels ``y`` (N,).
+"""Inputs of the block (:mod:`joma_lib.theory.block`): bags of contextual tokens ``X`` (M_C, N) and class labels ``y``
+(N,).
 
 :func:`gaussian_or_random_bags` are the inputs of the paper's Figs. 2-3 (one sample per class);
 :func:`dirichlet_bags` are heterogeneous bags (every sample its own draw), the inputs of Theorem 1's toy block

@@ -65,8 +65,9 @@ hand-written backward pass of :func:`train_sgd_numpy`."""
 def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockState, steps: int,
                     lr_z: float = 0.1, lr_w: float = 0.1, lr_top: float | None = None,
                     record_every: int = 1) -> Trajectory:
-    """:func:`joma_lib.theory.block.train` with ``optimizer="sgd"``, in numpy with hand-written gradients (same arguments, same
-    :class:`Trajectory`, equal to rounding); about ten times faster on the toy block of the Theorem 1 widget.
+    """:func:`joma_lib.theory.block.train` with ``optimizer="sgd"``, in numpy with hand-written gradients (same
+    arguments, same :class:`Trajectory`, equal to rounding); about ten times faster on the toy block of the Theorem 1
+    widget.
 
     Forward pass of the block (paper Sec. 3), per replica, bags ``X`` (M_C, N), ``s = z/T``::
 
@@ -74,7 +75,8 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
         f = U_C b + u_q,   u = W^T f,   h = phi(u),   o = A^T h   (o = h without a top layer)
         L = mean_n CE(o_n, y_n)
 
-    with the kind's score ``g`` (:attr:`joma_lib.theory.attention_kinds.AttentionKind.score`). Backward pass (chain rule)::
+    with the kind's score ``g`` (:attr:`joma_lib.theory.attention_kinds.AttentionKind.score`). Backward pass (chain
+    rule)::
 
         dL/do = (softmax(o) - onehot(y)) / N
         dL/dA = h (dL/do)^T,         dL/dh = A dL/do,        dL/du = dL/dh * phi'(u)

@@ -223,8 +223,9 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
     ``W_0 = |delta_0|``: a linear part and a correction whose integrand is smooth (analytic) on
     ``[0, W_0]``. ``H`` is expanded in a Chebyshev series on ``[0, W_0]`` (from its integrand at
     Chebyshev nodes; the degree grows with ``m^2 W_0``), and ``t(u) = t`` is solved by Newton's method
-    (``t'(u) = 1/f(u)``), safeguarded by bisection inside the bracket ``u_0 + t <= u <= u_0 + t max f``. :func:`integrate_nonlinear` (a step-size-controlled
-    Runge-Kutta stepper) is the reference this is checked against. Same arguments and result as it.
+    (``t'(u) = 1/f(u)``), safeguarded by bisection inside the bracket ``u_0 + t <= u <= u_0 + t max f``.
+    :func:`integrate_nonlinear` (a step-size-controlled Runge-Kutta stepper) is the reference this is checked against.
+    Same arguments and result as it.
     """
     mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
     t_eval = check_times("t_eval", t_eval)

@@ -50,7 +50,8 @@ def max_offdiagonal_cosine(E: np.ndarray) -> float:
 def random_embedding_coherence(d_values: np.ndarray, n_tokens: int, n_draws: int = 20, seed: int = 0) -> np.ndarray:
     """Mean over ``n_draws`` of the max off-diagonal |cosine| of ``n_tokens`` Gaussian vectors in ``R^d``.
 
-    This is the quantity that the Johnson-Lindenstrauss argument (our addition to the paper's case) bounds: ``n`` random directions are ``eps``-orthogonal once ``d >~ 8 eps^-2 log n``.
+    This is the quantity that the Johnson-Lindenstrauss argument (our addition to the paper's case) bounds: ``n`` random
+    directions are ``eps``-orthogonal once ``d >~ 8 eps^-2 log n``.
     """
     n_tokens = check_int("n_tokens", n_tokens, 2)
     n_draws = check_int("n_draws", n_draws, 1)

@@ -218,8 +218,8 @@ def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, conc
     """Train the toy block (:func:`theorem1_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
     compare its logits with Theorem 1 (``b-bar`` = mean attention at ``t = 0`` for softmax); ``temperature``
     is the attention's ``T``. ``engine="torch"`` trains with :func:`joma_lib.theory.block.train` (autograd, the
-    reference), ``"numpy"`` with :func:`joma_lib.theory.block_engines.train_sgd_numpy` (hand-written gradients, the same run
-    up to rounding, faster; kinds with a numpy score only).
+    reference), ``"numpy"`` with :func:`joma_lib.theory.block_engines.train_sgd_numpy` (hand-written gradients, the same
+    run up to rounding, faster; kinds with a numpy score only).
 
     Returns ``steps``; ``z`` and ``z_hat`` (n, M_C); ``nc`` = NC(z-hat, z) (n,); ``residual`` (the invariant
     scaled by ``eta_z / eta_w``) and ``residual_unscaled`` (ratio ignored), see

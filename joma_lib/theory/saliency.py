@@ -170,7 +170,8 @@ class FactorEstimate:
         factorisation the scores are approximately standard normal.
         """
         product = self.discriminancy * self.cooccurrence
-        var = (self.cooccurrence * self.discriminancy_stderr) ** 2 + (self.discriminancy * self.cooccurrence_stderr) ** 2
+        var = ((self.cooccurrence * self.discriminancy_stderr) ** 2
+               + (self.discriminancy * self.cooccurrence_stderr) ** 2)
         return (saliency_estimate.indicator - product) / np.sqrt(var + saliency_estimate.stderr ** 2)
 
 

@@ -84,7 +84,8 @@ def entropy_drop_and_rise(entropy: object) -> tuple[float, float]:
 
 def _check_batch_param(name: str, value: object, batch_shape: tuple[int, ...], low: float = 0.0,
                        high: float = np.inf) -> np.ndarray:
-    """A parameter in ``(0, high]`` and ``>= low``, given as a scalar or as an array broadcastable to ``batch_shape``."""
+    """A parameter in ``(0, high]`` and ``>= low``, given as a scalar or as an array broadcastable to
+    ``batch_shape``."""
     arr = as_finite_array(name, value)
     if np.any(arr <= 0) or np.any(arr < low) or np.any(arr > high):
         allowed = f"[{low:g}, {high:g}]" if low > 0 else f"(0, {high:g}]"

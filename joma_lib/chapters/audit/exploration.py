@@ -6,8 +6,8 @@ from joma_lib.theory.table1.exploration import EXPLORED, read_explorations, sele
 
 
 def exploration_markdown() -> str:
-    """Every explored Table 1 configuration (:data:`joma_lib.theory.table1.exploration.EXPLORED`) with the stored outcome
-    that the selection rule reads, as a Markdown table; the selected one in bold."""
+    """Every explored Table 1 configuration (:data:`joma_lib.theory.table1.exploration.EXPLORED`) with the stored
+    outcome that the selection rule reads, as a Markdown table; the selected one in bold."""
     explored = read_explorations()
     chosen = select_configuration(explored)
     lines = ["| configuration | M | MLP width | classes | untrained layer-0 score per setting | final loss per setting "

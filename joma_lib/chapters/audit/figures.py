@@ -72,7 +72,8 @@ def make_pretrained(source: str = "auto", n_tokens: int = 2000, n_texts: int = 8
         cos = token_embedding_cosines(m.model, n_tokens, seed)
         cos_c = token_embedding_cosines(m.model, n_tokens, seed, centre=True)
         dim = m.model.get_input_embeddings().weight.shape[1]
-        g = np.abs(cosine_matrix(rng.standard_normal((dim, min(n_tokens, 500)))))[np.triu_indices(min(n_tokens, 500), 1)]
+        n_random = min(n_tokens, 500)
+        g = np.abs(cosine_matrix(rng.standard_normal((dim, n_random))))[np.triu_indices(n_random, 1)]
         raw.append(np.quantile(cos, _QUANTILES))
         centred.append(np.quantile(cos_c, _QUANTILES))
         gaussian.append(np.quantile(g, _QUANTILES))
@@ -145,14 +146,16 @@ FIGURES = [
                   f"random pairs is below {EMBEDDING_COS_BOUND} in every model shown.",
                   lambda d: float(np.max(d["embedding_quantiles"][:, 0])), "<", EMBEDDING_COS_BOUND, book_says="fails",
           kind="companion", threshold_set="after-data",
-          threshold_note="the 0.2 bound was set in the commit that made its data (4830e84), so the history cannot show it came first; measured on a 4-bit SmolLM2, not on the paper's models"),
+          threshold_note="the 0.2 bound was set in the commit that made its data (4830e84), so the history cannot "
+                         "show it came first; measured on a 4-bit SmolLM2, not on the paper's models"),
             Claim("setting-hidden-states-near-orthogonal", "Sec. 3 (embedding assumption, upper layers)",
                   f"Hidden states of distinct tokens in a text stay nearly orthogonal at every layer: the median "
                   f"|cos| is below {HIDDEN_COS_BOUND} at every layer of every model shown (a layer whose median is "
                   f"missing, other than the padding after a shallower model's last layer, leaves it unmeasured).",
                   hidden_median_max, "<", HIDDEN_COS_BOUND, book_says="fails",
           kind="companion", threshold_set="after-data",
-          threshold_note="the 0.5 bound was set in the commit that made its data (4830e84), so the history cannot show it came first; measured on a 4-bit SmolLM2, not on the paper's models"),
+          threshold_note="the 0.5 bound was set in the commit that made its data (4830e84), so the history cannot "
+                         "show it came first; measured on a 4-bit SmolLM2, not on the paper's models"),
         ),
     ),
 ]

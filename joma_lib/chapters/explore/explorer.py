@@ -13,7 +13,8 @@ _TITLES = {"linear": "linear (Theorem 2): v \u2190 v + \u03b7 \u0394\u2218a",
 
 
 def _check_grid(grid: dict[str, np.ndarray]) -> None:
-    """Raise a clear ValueError unless ``grid`` has the arrays and shapes of :func:`~joma_lib.chapters.explore.figures.make_explorer_grid`."""
+    """Raise a clear ValueError unless ``grid`` has the arrays and shapes of
+    :func:`~joma_lib.chapters.explore.figures.make_explorer_grid`."""
     missing = {"spreads", "temperatures", "steps", "mu", "v", "entropy", "entropy_limit"} - set(grid)
     if missing:
         raise ValueError(f"grid lacks the arrays {sorted(missing)}; build it with make_explorer_grid()")
@@ -24,7 +25,8 @@ def _check_grid(grid: dict[str, np.ndarray]) -> None:
 
 
 def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
-    """The Fig. 4 explorer over :func:`~joma_lib.chapters.explore.figures.make_explorer_grid`'s data: controls mode x spread x T.
+    """The Fig. 4 explorer over :func:`~joma_lib.chapters.explore.figures.make_explorer_grid`'s data: controls mode x
+    spread x T.
 
     Left panel: the components ``v_j(t)``, coloured by the rank of ``mu_j`` (yellow = most salient),
     with a button for a log axis. Right panel: the attention entropy, the uniform level ``ln d`` and,
@@ -47,12 +49,13 @@ def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
     traces += [
         Trace(y=grid["entropy"], x=steps, name="entropy", color="black", panel=1, style={"line": {"width": 2.2}}),
         Trace(y=np.repeat(limit[..., None], 2, axis=-1), x=ends, color="firebrick", panel=1,
-              name="H(softmax(\u03bc\u00b2/\u03c4\u1d65)), the fixed point v = \u03bc", style={"line": {"dash": "dot"}}),
+              name="H(softmax(\u03bc\u00b2/\u03c4\u1d65)), the fixed point v = \u03bc",
+              style={"line": {"dash": "dot"}}),
         Trace(y=np.full(shape + (2,), np.log(d)), x=ends, name=f"uniform, ln {d}", color="grey", panel=1,
               style={"line": {"dash": "dash", "width": 1}}),
     ]
-    titles = np.array([[[f"{_TITLES[m]}<br>spread of \u03bc = {s:g}, \u03c4\u1d65 = {t:g}" for t in temps] for s in spreads]
-                       for m in MODES])
+    titles = np.array([[[f"{_TITLES[m]}<br>spread of \u03bc = {s:g}, \u03c4\u1d65 = {t:g}" for t in temps]
+                        for s in spreads] for m in MODES])
     return Explorer(
         controls=(Control("mode", "update", MODES, kind="buttons",
                           labels=("linear (Theorem 2)", "nonlinear (Theorem 4)")),

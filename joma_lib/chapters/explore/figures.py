@@ -81,8 +81,8 @@ def plot_grid(data: FigureData) -> Figure:
     """Summary of the grid: how deep the nonlinear entropy dips and how far it comes back, and curves at T = 3.
 
     Left: ``ln d - min_t H`` with ``d`` the number of tokens (sparsification) and middle: ``H(end) - min_t H``
-    (bounce back), both for the nonlinear update over (spread of mu, T). Right: entropy curves at the temperature closest to 3,
-    solid nonlinear, dashed linear, one colour per spread.
+    (bounce back), both for the nonlinear update over (spread of mu, T). Right: entropy curves at the temperature
+    closest to 3, solid nonlinear, dashed linear, one colour per spread.
     """
     spreads, temps, steps = data["spreads"], data["temperatures"], data["steps"]
     nonlinear = data["entropy"][MODES.index("nonlinear")].astype(np.float64)

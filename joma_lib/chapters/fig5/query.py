@@ -1,8 +1,8 @@
 """One query of the latent tree under the dynamics of Paper Fig. 5, solved by the library.
 
 For a query ``m`` the targets ``mu_l = scale P[l | m]`` drive ``dv/dt = (mu - v) o exp(v^2/2)`` and the attention
-is ``b_l ∝ P[l | m] exp(v_l^2/2)`` (:mod:`joma_lib.theory.latent_tree`). :func:`query_run` is what the page's Euler steps
-compute, for any tree; :func:`linear_query_run` is the same query with a linear MLP (Theorem 2, no pull back).
+is ``b_l ∝ P[l | m] exp(v_l^2/2)`` (:mod:`joma_lib.theory.latent_tree`). :func:`query_run` is what the page's Euler
+steps compute, for any tree; :func:`linear_query_run` is the same query with a linear MLP (Theorem 2, no pull back).
 """
 
 from __future__ import annotations

@@ -193,7 +193,8 @@ FIG2_CLAIMS = {"gaussian": _fig2_claims("gaussian", "Gaussian-shaped", 0.98),
 FIG2_CLAIMS["gaussian"] += (
     Claim("thm1-softmax-bbar-drifts", "Theorem 1 (softmax hypothesis)",
           r"The softmax form assumes the mean attention $\bar{\mathbf b}_m$ constant; in Fig. 2's own run it moves: "
-          r"min over seeds of $\max_t\|\bar{\mathbf b}(t) - \bar{\mathbf b}(0)\|_\infty$", lambda d: float(d["b_bar_drift"].min()), ">", 0.1,
+          r"min over seeds of $\max_t\|\bar{\mathbf b}(t) - \bar{\mathbf b}(0)\|_\infty$",
+          lambda d: float(d["b_bar_drift"].min()), ">", 0.1,
           kind="companion", threshold_set="after-data",
           threshold_note="the 0.1 bar and its data first appear together in a08e707; the value is 0.43"),
 )

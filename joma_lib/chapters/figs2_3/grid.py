@@ -21,9 +21,10 @@ THEOREM1_TEMPERATURES = (0.5, 1.0, 2.0, 4.0)
 THEOREM1_NC_FROM = 100  # NC is summarised from this step on (the logits have moved by then)
 
 
-def make_theorem1_grid(attentions: Sequence[str] = ATTENTIONS, concentrations: Sequence[float] = THEOREM1_CONCENTRATIONS,
-                   temperatures: Sequence[float] = THEOREM1_TEMPERATURES, phi: str = "identity", steps: int = 400,
-                   record_every: int = 8, seed: int = 0) -> FigureData:
+def make_theorem1_grid(attentions: Sequence[str] = ATTENTIONS,
+                       concentrations: Sequence[float] = THEOREM1_CONCENTRATIONS,
+                       temperatures: Sequence[float] = THEOREM1_TEMPERATURES, phi: str = "identity",
+                       steps: int = 400, record_every: int = 8, seed: int = 0) -> FigureData:
     """Theorem 1 on the toy block (:func:`joma_lib.theory.invariants.toy_check`, ``lr_z = lr_w = 0.1``) over
     attention kind x Dirichlet concentration of the bags x attention temperature ``T``. The runs use the numpy
     engine (hand-written gradients: torch autograd's runs to ~1e-14, in a tenth of the time).

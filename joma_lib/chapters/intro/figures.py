@@ -29,8 +29,8 @@ def make_summary(n_steps: int = 5000, record_every: int = 10, depth: int = 4, sc
     ``steps`` and ``entropy_linear``/``entropy_nonlinear``: attention entropy of the Fig. 4 loop
     (``softmax(v^2/3)``, targets ``fig4_mu()``) without and with the pull ``-v``
     (:func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention`); ``times``, ``association`` (n_times, depth):
-    ``v_l/mu_l`` of one token at each common-ancestor height ``H = 1..depth`` with the query, and ``assoc_time`` (depth,)
-    the time at which it reaches 90 % (Fig. 5's tree: binary, ``rho = 1 - 1/depth``, ``mu_l = scale P[l|m]``).
+    ``v_l/mu_l`` of one token at each common-ancestor height ``H = 1..depth`` with the query, and ``assoc_time``
+    (depth,) the time at which it reaches 90 % (Fig. 5's tree: binary, ``rho = 1 - 1/depth``, ``mu_l = scale P[l|m]``).
     """
     n_steps = check_int("n_steps", n_steps, 10, 100_000)
     record_every = check_int("record_every", record_every, 1, n_steps)

@@ -1,4 +1,5 @@
-"""Figures of "The setting" page: orthonormal embeddings (checked on pretrained models in the audit appendix, :mod:`joma_lib.chapters.audit.figures`)."""
+"""Figures of "The setting" page: orthonormal embeddings (checked on pretrained models in the audit appendix,
+:mod:`joma_lib.chapters.audit.figures`)."""
 
 from __future__ import annotations
 

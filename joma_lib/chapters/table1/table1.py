@@ -29,7 +29,8 @@ def training_flops(config: Table1Config) -> int:
     return step_flops(config) * config.steps * len(stack_runs(config))
 
 
-TABLE1_VERDICTS: dict[str, Literal["holds", "fails"]] = {"table1-layer0-learns": "fails", "table1-level-specific": "fails"}
+TABLE1_VERDICTS: dict[str, Literal["holds", "fails"]] = {"table1-layer0-learns": "fails",
+                                                         "table1-level-specific": "fails"}
 """What book/table1.md reports for the Table 1 claims (set from the reference run, see the page)."""
 
 KINDS = ("trained", "init", "control")
@@ -46,8 +47,8 @@ nearly constant scores does not count as many standard deviations."""
 
 
 def config_text(name: str) -> str:
-    """A configuration of :data:`~joma_lib.theory.table1.runs.CONFIGS` in one line: ``quick (model width 32 / MLP width 128,
-    300 steps x 32, lr 0.003, seeds 1-3)``."""
+    """A configuration of :data:`~joma_lib.theory.table1.runs.CONFIGS` in one line:
+    ``quick (model width 32 / MLP width 128, 300 steps x 32, lr 0.003, seeds 1-3)``."""
     config = CONFIGS[check_choice("config", name, sorted(CONFIGS))]
     seeds = config.seeds
     seed_text = (f"{seeds[0]}-{seeds[-1]}" if seeds == tuple(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1
@@ -78,7 +79,8 @@ def _with_seed_stats(data: FigureData, name: str, scores: np.ndarray) -> None:
 
 
 def _table1_data(arrays: dict[str, np.ndarray], config: Table1Config) -> FigureData:
-    """The figure data of a Table 1 run (:meth:`joma_lib.theory.table1.runs.Table1Result.arrays`), made with ``config``."""
+    """The figure data of a Table 1 run (:meth:`joma_lib.theory.table1.runs.Table1Result.arrays`), made with
+    ``config``."""
     settings = [(int(n), tuple(int(s) for s in sizes))
                 for n, sizes in zip(arrays["n_combinations"], arrays["level_sizes"])]
     seeds = [int(seed) for seed in arrays["seeds"]]
@@ -109,7 +111,8 @@ def stored_table1(path: Path, config_name: str) -> FigureData:
     expected = (len(config.settings), len(config.seeds), config.n_layers)
     if arrays["scores"].shape[:3] != expected or tuple(arrays["seeds"]) != config.seeds:
         raise ValueError(f"{path} does not hold a run of the {config_name} configuration: scores of shape "
-                         f"{arrays['scores'].shape}, seeds {tuple(arrays['seeds'])}; expected {expected}, {config.seeds}")
+                         f"{arrays['scores'].shape}, seeds {tuple(arrays['seeds'])}; expected {expected}, "
+                         f"{config.seeds}")
     data = _table1_data(arrays, config)
     _with_seed_stats(data, "change", arrays["scores_change"])
     _with_seed_stats(data, "change_control", arrays["scores_change_control"])

@@ -81,10 +81,10 @@ def make_invariant_lr_ratio(ratios: tuple[float, ...] = LR_RATIOS, attentions: t
     ``eta_z / eta_w = ratio``, the larger of the two rates ``lr``, for ``steps * max(ratio, 1 / ratio)`` steps
     (the slower of the two moves as far in time as at equal rates, so the logits move in every run).
 
-    The theorem's right-hand side is multiplied by ``eta_z / eta_w`` (:func:`joma_lib.theory.invariants.invariant_residual`
-    with ``lr_ratio``). ``residual`` (attention, phi, ratio) is the largest relative residual over the run with that
-    scaling, ``residual_unscaled`` the same with the ratio ignored, ``max_z_move`` the largest move of a logit from
-    its start (:func:`~joma_lib.theory.invariants.logit_move`).
+    The theorem's right-hand side is multiplied by ``eta_z / eta_w``
+    (:func:`joma_lib.theory.invariants.invariant_residual` with ``lr_ratio``). ``residual`` (attention, phi, ratio) is
+    the largest relative residual over the run with that scaling, ``residual_unscaled`` the same with the ratio ignored,
+    ``max_z_move`` the largest move of a logit from its start (:func:`~joma_lib.theory.invariants.logit_move`).
     """
     lr = check_float("lr", lr, 0, low_open=True)
     steps = check_int("steps", steps, 1)

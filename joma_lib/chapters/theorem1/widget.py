@@ -5,8 +5,8 @@ invariant residual is redrawn.
 :func:`simulate` (computing) and :class:`CheckDrawing` (drawing) are plain library code; :func:`theorem1_live_widget`
 wires them to ipywidgets through :class:`joma_lib.kit.widget.LiveWidget` (it needs a live kernel; on the static
 book page it shows but does not react). To keep a redraw short (``benchmarks/bench_theorem1_widget.py``, the
-Performance page), the run uses the numpy engine of :func:`joma_lib.theory.invariants.toy_check` (hand-written gradients,
-the same run as the torch reference up to rounding), and the figure is built once: only its data, limits and
+Performance page), the run uses the numpy engine of :func:`joma_lib.theory.invariants.toy_check` (hand-written
+gradients, the same run as the torch reference up to rounding), and the figure is built once: only its data, limits and
 title change at each redraw.
 """
 

@@ -64,8 +64,8 @@ def plot_closed_form(data: FigureData) -> Figure:
             ax.axhline(data["limits"][j], color=c, ls="--", lw=0.8)
     ax.set_xlabel(r"$t / t^*$")
     ax.set_ylabel(r"$v_l(t)$")
-    ax.set_title("closed form (lines), ODE (circles),\nlimits $\\sqrt{2}\\,\\mathrm{erf}^{-1}(\\Delta_l/\\Delta_{l^*})$",
-                 fontsize=9)
+    ax.set_title("closed form (lines), ODE (circles),\n"
+                 "limits $\\sqrt{2}\\,\\mathrm{erf}^{-1}(\\Delta_l/\\Delta_{l^*})$", fontsize=9)
     ax.legend(fontsize=9)
     for ax, key, title in [(axes[1], "ratio_sqrt2", r"$\mathrm{erf}(v_l/\sqrt{2})/\Delta_l$: one curve for all $l$"),
                            (axes[2], "ratio_half", r"$\mathrm{erf}(v_l/2)/\Delta_l$ (slides' form): spreads")]:
@@ -194,7 +194,8 @@ CLOSED_FORM_CLAIMS = (
           book_says="fails",
           kind="companion", threshold_set="before-data"),
     Claim("thm2-finite-limits", "Theorem 2",
-          r"Only the most salient token diverges; the others approach $\sqrt2\,\mathrm{erfinv}(\Delta_l/\Delta_{l^*})$: "
+          r"Only the most salient token diverges; the others approach "
+          r"$\sqrt2\,\mathrm{erfinv}(\Delta_l/\Delta_{l^*})$: "
           "max gap at "
           r"$0.999\,t^*$ (the approach is $O(1 - t/t^*)$), counted only if the most salient token is past "
           f"{DIVERGED:g} there", _finite_limits_gap, "<", 2e-3,

@@ -1,10 +1,10 @@
 """Theorem 2's ODE varied, for the hidden checks of the Theorem 2 page (its erf section and its exercises).
 
-Theorem 2 solves ``dv/dt = Delta o exp(v^2/2)`` from ``v(0) = 0`` (:mod:`joma_lib.theory.dynamics`). The page's exercises
-change one thing at a time: a temperature ``tau`` in the attention (``exp(v^2/(2 tau^2))``), linear attention
+Theorem 2 solves ``dv/dt = Delta o exp(v^2/2)`` from ``v(0) = 0`` (:mod:`joma_lib.theory.dynamics`). The page's
+exercises change one thing at a time: a temperature ``tau`` in the attention (``exp(v^2/(2 tau^2))``), linear attention
 (``sqrt(1 + v^2)``), tied saliencies. The varied ODEs are integrated with ``scipy.integrate.solve_ivp`` (DOP853),
-independently of the library's own integrator, so that a hidden cell checks an exercise's pen-and-paper solution
-against an integration in a line or two. Saliencies are one vector ``delta`` (one problem) throughout.
+independently of the library's own integrator, so that a hidden cell checks an exercise's pen-and-paper solution against
+an integration in a line or two. Saliencies are one vector ``delta`` (one problem) throughout.
 """
 
 from __future__ import annotations

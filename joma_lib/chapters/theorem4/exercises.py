@@ -7,7 +7,8 @@ from typing import NamedTuple
 import numpy as np
 
 from joma_lib.theory.dynamics import integrate_nonlinear
-from joma_lib.theory.softmax_dynamics import entropy_drop_and_rise, row_entropy, simulate_softmax_attention, softmax_attention
+from joma_lib.theory.softmax_dynamics import (entropy_drop_and_rise, row_entropy, simulate_softmax_attention,
+                                              softmax_attention)
 from joma_lib.base.validation import as_finite_array, check_float
 
 

@@ -124,7 +124,8 @@ def plot_fig4_variants(data: FigureData) -> Figure:
         if name == "ode":
             top.set_xscale("log")
             bottom.set_xscale("log")
-            bottom.axhline(float(data["ode_entropy_limit"]), color="C1", ls=":", label=r"$H(\mathrm{softmax}(\mu^2/2))$")
+            bottom.axhline(float(data["ode_entropy_limit"]), color="C1", ls=":",
+                           label=r"$H(\mathrm{softmax}(\mu^2/2))$")
         if name == "linear":
             top.set_yscale("symlog", linthresh=1.0)
         top.set_title(title, fontsize=9)

@@ -228,8 +228,8 @@ def make_wikitext_grid(directory: str | None = None, rerun: str = str(RERUN_RESU
     n_checkpoints = max(s.minibatch.shape[1] for s in sweeps)
     cells = [_cells(s, depths, lrs, n_checkpoints, int(depths.max())) for s in sweeps]
     data = {key: np.stack([c[key] for c in cells]) for key in cells[0]}
-    return {"depths": depths, "lrs": lrs, **data, "source": np.array([ATTRIBUTION, f"our re-run (preset {RERUN_PRESET}) on "
-                                                       f"{OFFLINE_SOURCES[PRESETS[RERUN_PRESET]['data']]}"])}
+    our_source = f"our re-run (preset {RERUN_PRESET}) on {OFFLINE_SOURCES[PRESETS[RERUN_PRESET]['data']]}"
+    return {"depths": depths, "lrs": lrs, **data, "source": np.array([ATTRIBUTION, our_source])}
 
 
 def _outline(x: float, y: float):

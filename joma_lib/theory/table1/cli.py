@@ -1,5 +1,5 @@
-"""``python -m joma_lib table1``: train and print Table 1 (:mod:`joma_lib.theory.table1.runs`), or search the configurations
-(:mod:`joma_lib.theory.table1.exploration`).
+"""``python -m joma_lib table1``: train and print Table 1 (:mod:`joma_lib.theory.table1.runs`), or search the
+configurations (:mod:`joma_lib.theory.table1.exploration`).
 
 ``--config quick`` runs on 2 CPU cores in about a minute; ``full`` is the paper's configuration, meant for a GPU::
 
@@ -10,16 +10,16 @@
                               [--stop-after N] [--finish-within SECONDS] [--precision fp32|tf32|bf16|auto]
                               [--compile] [--save FILE]
 
-``--stack`` trains the runs stacked (:mod:`joma_lib.theory.table1.stacked_run`), ``--stack-size`` runs to a stack (default
-all of them in one); with ``--out DIR`` each stack checkpoints every ``--every`` steps into DIR, a second call
-resumes there (a finished stack is kept as a small file, so another machine goes on with the next), and a finished
-DIR is read back. ``--stop-after N`` stops once the call has trained N steps (checkpointed), to be resumed.
-``--finish-within SECONDS`` sizes the stacks to the time left instead (:mod:`joma_lib.theory.table1.stack_plan`, at
-most ``--stack-size`` runs each): it times the step here, starts only stacks that finish within that time, and
-ends with exit 75 when runs are left that no stack finishes in time (a later call trains them).
-``--precision`` is the training's (:func:`~joma_lib.theory.table1.stacked_run.resolve_precision`): ``auto`` times a
-step of the stack in each precision this machine runs and keeps the fastest; ``--compile`` sends the training loss
-through ``torch.compile`` (``benchmarks/bench_table1_stack.py --compile`` measures whether that pays).
+``--stack`` trains the runs stacked (:mod:`joma_lib.theory.table1.stacked_run`), ``--stack-size`` runs to a stack
+(default all of them in one); with ``--out DIR`` each stack checkpoints every ``--every`` steps into DIR, a second call
+resumes there (a finished stack is kept as a small file, so another machine goes on with the next), and a finished DIR
+is read back. ``--stop-after N`` stops once the call has trained N steps (checkpointed), to be resumed.
+``--finish-within SECONDS`` sizes the stacks to the time left instead (:mod:`joma_lib.theory.table1.stack_plan`, at most
+``--stack-size`` runs each): it times the step here, starts only stacks that finish within that time, and ends with exit
+75 when runs are left that no stack finishes in time (a later call trains them). ``--precision`` is the training's
+(:func:`~joma_lib.theory.table1.stacked_run.resolve_precision`): ``auto`` times a step of the stack in each precision
+this machine runs and keeps the fastest; ``--compile`` sends the training loss through ``torch.compile``
+(``benchmarks/bench_table1_stack.py --compile`` measures whether that pays).
 """
 
 from __future__ import annotations

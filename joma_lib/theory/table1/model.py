@@ -68,7 +68,8 @@ class Table1Config:
     n_test: int = 1280
     min_corr: float = 0.01
     cpu_threads: int | None = None  # torch threads while training on the CPU; None keeps torch's setting
-    precision: str = "fp32"  # the training's (joma_lib.base.precision): fp32, tf32 (GPU) or bf16 autocast; scores in fp32
+    # the training's (joma_lib.base.precision): fp32, tf32 (GPU) or bf16 autocast; scores in fp32
+    precision: str = "fp32"
     settings: tuple[Setting, ...] = TABLE1_SETTINGS
     seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
 

@@ -1,6 +1,7 @@
 """Paper Table 1, whole: the named configurations (:data:`CONFIGS`), every (setting, seed) trained with real and with
 shuffled labels (:func:`run_table1`), the result as a table (:class:`Table1Result`) and as a stored file
-(:func:`save_result`, :data:`WIDE_RESULTS_FILE`). One run (model, training, scores) is :mod:`joma_lib.theory.table1.model`.
+(:func:`save_result`, :data:`WIDE_RESULTS_FILE`). One run (model, training, scores) is
+:mod:`joma_lib.theory.table1.model`.
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ RunKey = tuple[int, int, bool]
 
 
 def train_runs(config: Table1Config, device: str | None = None, progress: bool = False) -> dict[RunKey, RunResult]:
-    """Every run of the table trained alone (:func:`~joma_lib.theory.table1.model.train_and_score`), by :data:`RunKey`."""
+    """Every run of the table trained alone (:func:`~joma_lib.theory.table1.model.train_and_score`), by
+    :data:`RunKey`."""
     return {(i, j, shuffled): train_and_score(config, n_comb, sizes, seed, device, progress, shuffle_labels=shuffled)
             for i, (n_comb, sizes) in enumerate(config.settings)
             for j, seed in enumerate(config.seeds) for shuffled in (False, True)}

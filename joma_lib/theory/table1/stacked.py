@@ -1,28 +1,29 @@
 """Table 1 trained as one stacked model: every run of a configuration (each setting x seed, with real and with
 shuffled labels) is one slice of a leading run axis, so one step trains them all.
 
-Every run stays the run :func:`joma_lib.theory.table1.model.train_and_score` trains: its seed's initial network (built by
-:func:`~joma_lib.theory.table1.model.setup_run`, then stacked), its own batches, its own label shuffling, its own Adam
-state (Adam with L2 weight decay is elementwise, so one optimiser over the stacked tensors keeps every run's
-moments in its slice), and its loss: the mean over its batch, summed over runs before the backward pass, so each
-run's gradient is its own. The scores are computed run by run, on the unstacked network, as before.
-Stacking changes only the summation order inside the matrix products (see ``tests/test_theory_table1_stacked.py``).
+Every run stays the run :func:`joma_lib.theory.table1.model.train_and_score` trains: its seed's initial network (built
+by :func:`~joma_lib.theory.table1.model.setup_run`, then stacked), its own batches, its own label shuffling, its own
+Adam state (Adam with L2 weight decay is elementwise, so one optimiser over the stacked tensors keeps every run's
+moments in its slice), and its loss: the mean over its batch, summed over runs before the backward pass, so each run's
+gradient is its own. The scores are computed run by run, on the unstacked network, as before. Stacking changes only the
+summation order inside the matrix products (see ``tests/test_theory_table1_stacked.py``).
 
-The batches. A batch is a function of its labels (:meth:`~joma_lib.theory.combination_hierarchy.CombinationHierarchy.of_labels`
-works row by row), so each run's token table ``(n_class, seq_len)`` is made once and a batch's tokens are
-looked up on the device. The labels come from each run's own numpy stream, one ``integers`` (and for a control one
-``permutation``) call per step exactly as unstacked, since a single call for many steps would not draw the same
-numbers; they are drawn ahead, a chunk of steps at a time, in a background thread (:class:`LabelStream`).
+The batches. A batch is a function of its labels
+(:meth:`~joma_lib.theory.combination_hierarchy.CombinationHierarchy.of_labels` works row by row), so each run's token
+table ``(n_class, seq_len)`` is made once and a batch's tokens are looked up on the device. The labels come from each
+run's own numpy stream, one ``integers`` (and for a control one ``permutation``) call per step exactly as unstacked,
+since a single call for many steps would not draw the same numbers; they are drawn ahead, a chunk of steps at a time, in
+a background thread (:class:`LabelStream`).
 
 The engine: hand-written batched products (``torch.baddbmm``/``bmm``, the embedding as one lookup in the flattened
 tables) rather than ``torch.func`` (``vmap`` over ``functional_call`` of
-:class:`~joma_lib.theory.table1.model.HierarchyTransformer`). Measured with ``benchmarks/bench_table1_stack.py --device cpu
---threads 1`` (the methods taking turns, median of 20-30 steps) on the shared 2-core CPU, time per run-step against
-one run alone: at width 16 (``check``, 8 runs, bound by dispatch) bmm 2.6x faster, vmap 2.2x; at width 32
-(``quick``, 24 runs) bmm 1.29x, vmap 1.20x, and with 8 runs 0.92x and 0.97x; at width 128 (``wide``, 4 runs, bound
-by arithmetic) 0.99x and 0.95x. So on a CPU stacking gains only where dispatch dominates, the two engines are within
-the machine's noise elsewhere, and bmm is never the slower by more than that noise. Dispatch is what a GPU step
-is bound by, where the batched products have the edge; and they need no functional copy of the module's
+:class:`~joma_lib.theory.table1.model.HierarchyTransformer`). Measured with
+``benchmarks/bench_table1_stack.py --device cpu --threads 1`` (the methods taking turns, median of 20-30 steps) on the
+shared 2-core CPU, time per run-step against one run alone: at width 16 (``check``, 8 runs, bound by dispatch) bmm 2.6x
+faster, vmap 2.2x; at width 32 (``quick``, 24 runs) bmm 1.29x, vmap 1.20x, and with 8 runs 0.92x and 0.97x; at width 128
+(``wide``, 4 runs, bound by arithmetic) 0.99x and 0.95x. So on a CPU stacking gains only where dispatch dominates, the
+two engines are within the machine's noise elsewhere, and bmm is never the slower by more than that noise. Dispatch is
+what a GPU step is bound by, where the batched products have the edge; and they need no functional copy of the module's
 parameters: the optimiser works on plain tensors that a checkpoint saves as they are.
 
 The last layer at the last position: the loss reads the classifier at the last position only, so the last layer
@@ -93,10 +94,10 @@ def _layer_norm(x: torch.Tensor, params: dict[str, torch.Tensor], name: str) -> 
 
 
 def stacked_logits(params: dict[str, torch.Tensor], tokens: torch.Tensor, n_layers: int) -> torch.Tensor:
-    """:class:`~joma_lib.theory.table1.model.HierarchyTransformer`'s class logits for every run: ``tokens`` ``(R, B, T)``
-    -> ``(R, B, n_class)``; the same layers (attention, residual, LayerNorm, ReLU MLP, residual, LayerNorm), and as
-    there the last layer computes its keys and values at every position and the rest at the last position only,
-    the one the classifier reads."""
+    """:class:`~joma_lib.theory.table1.model.HierarchyTransformer`'s class logits for every run: ``tokens``
+    ``(R, B, T)`` -> ``(R, B, n_class)``; the same layers (attention, residual, LayerNorm, ReLU MLP, residual,
+    LayerNorm), and as there the last layer computes its keys and values at every position and the rest at the last
+    position only, the one the classifier reads."""
     R, B, T = tokens.shape
     embedding = params["embedding.weight"]  # (R, V, D): run r's token t is row r V + t of the flattened table
     V, D = embedding.shape[1:]
