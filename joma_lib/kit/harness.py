@@ -214,11 +214,10 @@ def load_reference(fig_id: str, reference_dir: Path | None = None) -> FigureData
     dtypes differ from the manifest's. Each message names the file and how to regenerate it.
     """
     path = reference_path(fig_id, reference_dir)
-    regenerate = f"run `python -m joma_lib.figures update {fig_id}` (or restore both files from git)"
+    update = f"run `python -m joma_lib.figures update {fig_id}`"
+    regenerate = f"{update} (or restore both files from git)"
     if not path.exists():
-        raise MissingReferenceError(
-            f"no reference data for {fig_id!r} at {path}; run `python -m joma_lib.figures update {fig_id}` and "
-            "commit it")
+        raise MissingReferenceError(f"no reference data for {fig_id!r} at {path}; {update} and commit it")
     manifest_path = path.with_suffix(".json")
 
     def corrupt(problem: str) -> CorruptReferenceError:
