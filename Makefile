@@ -64,8 +64,11 @@ wheelhouse:
 	$(PYTHON) benchmarks/wheelhouse.py --dest .whl
 
 # a GPU loan rehearsed here: the GPU machine's Python and torch, its packages, .whl/, the loan's CPU tests
+# the GPU machine's Python (3.12): give its path where python3.12 does not run (pyenv with another version selected)
+REHEARSAL_PYTHON ?= python3.12
+
 gpu-rehearsal: wheelhouse
-	bash benchmarks/gpu_rehearsal.sh
+	bash benchmarks/gpu_rehearsal.sh --python $(REHEARSAL_PYTHON)
 
 figures: setup
 	$(BIN)/python -m joma_lib.figures make --out figures_out

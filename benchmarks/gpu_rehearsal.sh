@@ -33,11 +33,14 @@ fi
 if ! [[ "$torch" =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]]; then
   echo "error: --torch must be a release such as 2.11.0, got '$torch'" >&2; exit 2
 fi
-command -v "$python" > /dev/null || { echo "error: --python $python is not on PATH (the GPU machine runs Python 3.12)" >&2; exit 2; }
+# run it, not only find it: a pyenv shim is on PATH even where that version is not selected, and then fails
+version=$("$python" -c 'import sys; print(sys.version.split()[0])' 2> /dev/null) \
+  || { echo "error: --python $python does not run here: give the path of a Python 3.12, the GPU machine's" \
+            "(make gpu-rehearsal REHEARSAL_PYTHON=PATH)" >&2; exit 2; }
 [ -d .whl ] || { echo "error: no .whl/: run \`make wheelhouse\` first (the wheels a loan carries)" >&2; exit 2; }
 
 env_dir=.gpu-rehearsal
-want="$("$python" -c 'import sys; print(sys.version.split()[0])') torch==$torch"
+want="$version torch==$torch"
 if [ "$(cat "$env_dir/.made" 2>/dev/null)" != "$want" ]; then
   rm -rf "$env_dir"
   "$python" -m venv "$env_dir"

@@ -228,9 +228,11 @@ def test_the_paper_sweep_the_plan_runs_is_30_runs_sized_to_the_loan(tmp_path):
             in refused.stderr, refused.stderr
 
 
-@pytest.mark.parametrize("args, message", [(["--torch", "latest"], "--torch must be a release such as 2.11.0"),
-                                           (["--python", "no-such-python"], "--python no-such-python is not on PATH"),
-                                           (["--bogus"], "unknown option --bogus")])
+@pytest.mark.parametrize("args, message", [
+    (["--torch", "latest"], "--torch must be a release such as 2.11.0"),
+    (["--python", "no-such-python"], "--python no-such-python does not run here"),
+    (["--python", "false"], "--python false does not run here"),  # on PATH, but fails (as a pyenv shim can)
+    (["--bogus"], "unknown option --bogus")])
 def test_the_rehearsal_refuses_bad_options_with_one_line(args, message):
     done = _run("bash", "benchmarks/gpu_rehearsal.sh", *args)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.splitlines()) == 1

@@ -1,5 +1,6 @@
 """The command line of the runs (:mod:`joma_lib.lm.cli`): run, collect and plot; clear errors for bad settings."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -85,6 +86,28 @@ def test_bad_arguments_give_a_clear_error(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert err.startswith("error:") and message in err
     assert not any(tmp_path.iterdir())  # nothing trained
+
+
+def test_every_setting_of_a_run_says_what_it_sets_and_its_default():
+    """Each option of ``run`` that sets a field of RunConfig has a help that names the field's default, the
+    paper's (a None default in words)."""
+    from dataclasses import fields
+
+    from joma_lib.lm.cli import _parser
+    from joma_lib.lm.config import RunConfig
+
+    run = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["run"]
+    by_dest = {a.dest: a for a in run._actions}
+    names = {"n_layers": "layers", "lr": "lr", "seed": "seeds", "log_checkpoints": "log_checkpoints",
+             "precision": "precision"}
+    for field in fields(RunConfig):
+        action = by_dest[names.get(field.name, field.name)]
+        assert action.help, field.name
+        if field.name not in ("log_checkpoints", "precision"):  # a flag, and a default that depends on the preset
+            default = field.default
+            shown = "(default: " if default is None else f"default: {default:g}" if isinstance(default, float) \
+                else f"default: {default}"
+            assert shown in action.help, (field.name, action.help)
 
 
 def test_unknown_choices_are_refused_by_the_parser(tmp_path):

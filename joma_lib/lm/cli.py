@@ -54,6 +54,24 @@ from joma_lib.base.startup import command
 from joma_lib.base.validation import check_choice, check_float, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
+_PAPER = RunConfig()  # the defaults are the paper's (Sec. 6): each option's help names its default
+#: the options of one number each: name, type, what it sets; what a default of None means
+_NONE_MEANS = {"eval_chunks": "all of it, as the authors", "max_vocab": "every word"}
+_SIZES: list[tuple[str, type, str]] = [
+    ("steps", int, "training steps of each run"),
+    ("eval_interval", int, "steps between evaluations, each a checkpoint"),
+    ("eval_chunks", int, "evaluate on the first this many chunks of the validation split"),
+    ("seq_len", int, "tokens per training sequence"),
+    ("batch_size", int, "sequences per training batch"),
+    ("eval_batch_size", int, "sequences per evaluation batch"),
+    ("max_vocab", int, "keep this many most frequent words, the rest <unk>"),
+    ("d", int, "model width"),
+    ("d_ff", int, "hidden width of each MLP"),
+    ("dropout", float, "dropout rate"),
+    ("clip", float, "gradient-norm clip"),
+    ("data_seed", int, "seed of the article split into train, validation and test (wikivital only)"),
+    ("n_heads", int, "attention heads (--arch gptneox only)"),
+]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,21 +80,27 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train (or resume) a sweep of runs")
     run.add_argument("--preset", choices=sorted(PRESETS), nargs="+",
                      help="start from these settings (several: the union of their runs)")
-    run.add_argument("--data", choices=CORPORA)
-    run.add_argument("--layers", type=int, nargs="+")
-    run.add_argument("--lr", type=float, nargs="+")
-    run.add_argument("--seeds", type=int, nargs="+")
-    for name, kind in [("steps", int), ("eval_interval", int), ("eval_chunks", int), ("seq_len", int),
-                       ("batch_size", int), ("eval_batch_size", int), ("max_vocab", int), ("d", int), ("d_ff", int),
-                       ("dropout", float), ("clip", float), ("data_seed", int), ("n_heads", int)]:
-        run.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
+    run.add_argument("--data", choices=CORPORA,
+                     help=f"the corpus (default: {_PAPER.data}, downloaded; offline, the stand-in wikivital, said so). "
+                          "wikivital (Wikipedia leads) and ptb ship in packages")
+    run.add_argument("--layers", type=int, nargs="+",
+                     help=f"depths (the sweep trains every depth, lr and seed; default: {_PAPER.n_layers})")
+    run.add_argument("--lr", type=float, nargs="+", help=f"Adam learning rates (default: {_PAPER.lr:g})")
+    run.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default: {_PAPER.seed})")
+    for name, kind, what in _SIZES:
+        default = getattr(_PAPER, name)
+        run.add_argument("--" + name.replace("_", "-"), dest=name, type=kind,
+                         help=f"{what} (default: {_NONE_MEANS[name] if default is None else default})")
     run.add_argument("--adam-reset", dest="adam_reset", choices=ADAM_RESET,
-                     help="epoch: a new Adam at every epoch, as the authors; never: one for the whole run")
-    run.add_argument("--arch", choices=ARCHS, help="paper: the authors' model; gptneox: Pythia's (Fig. 7)")
+                     help=f"epoch: a new Adam at every epoch, as the authors; never: one for the whole run "
+                          f"(default: {_PAPER.adam_reset})")
+    run.add_argument("--arch", choices=ARCHS, help=f"paper: the authors' model; gptneox: Pythia's (Fig. 7) "
+                                                      f"(default: {_PAPER.arch})")
     run.add_argument("--log-checkpoints", dest="log_checkpoints", action="store_true", default=None,
                      help="also record at steps 1, 2, 4, ... below --eval-interval (Pythia's schedule)")
     run.add_argument("--precision", choices=PRECISION_CHOICES,
-                     help="fp32 (default without a preset), bf16 mixed precision, or auto: the faster of the two here")
+                     help="fp32 (default without a preset), bf16 mixed precision, tf32 (a GPU's TF32 products), "
+                          "or auto: the fastest here, measured (fp32 or bf16 on a CPU; fp32, tf32 or bf16 on a GPU)")
     run.add_argument("--device", choices=DEVICE_CHOICES, default=None, help="default: $JOMA_DEVICE or auto")
     run.add_argument("--out", required=True, help="directory of the runs (checkpoints and per-run results)")
     run.add_argument("--results", help="also write the collected sweep here (npz + json)")
