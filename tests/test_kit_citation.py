@@ -114,3 +114,9 @@ def test_an_installed_package_names_the_commit_pip_installed_and_never_asks_git(
         assert citation.git_commit() == "abc123"
     finally:
         citation.git_commit.cache_clear()
+
+
+def test_a_companion_reference_with_brackets_inside_keeps_them_balanced(build):
+    build(False)
+    cited = citation.cite("c-fig5-attention")  # paper_ref "companion (Fig. 5(b))"
+    assert "a companion figure (Fig. 5(b)), not in the paper, to" in cited.text

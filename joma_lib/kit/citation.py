@@ -129,7 +129,9 @@ def cite(fig_id: str) -> FigureCitation:
     """BibTeX and plain text citing ``fig_id`` in this build of the companion (a release, or a development build)."""
     spec, proj = get_spec(fig_id), project()
     url = proj.url(spec.chapter, fig_id)
-    detail = spec.paper_ref.removeprefix("companion").strip(" ()")
+    detail = spec.paper_ref.removeprefix("companion").strip()
+    if detail.startswith("(") and detail.endswith(")"):  # "companion (Fig. 5(b))": the outer brackets only
+        detail = detail[1:-1]
     reproduces = (f"reproducing {spec.paper_ref} of" if not spec.paper_ref.startswith("companion") else
                   f"a companion figure{f' ({detail})' if detail else ''}, not in the paper, to")
     what = f'Figure "{spec.title}" (id {fig_id}, label {fig_id}), {reproduces}'

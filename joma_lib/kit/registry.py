@@ -167,7 +167,8 @@ class FigureSpec:
             tolerances are measured by ``python -m joma_lib.figures calibrate`` and stored with the reference.
         calibration_seeds: parameter overrides that change only the seeds; ``calibrate`` runs each to
             measure the seed spread of a trained figure.
-        stored_run: ``make`` reads the committed results of a run too long for CI (``joma_lib/lm/results/``);
+        stored_run: ``make`` reads the committed results of a run too long for CI (``joma_lib/lm/results/``,
+            ``joma_lib/theory/table1/results/``);
             the ledger marks its claims "[stored run]".
         reference_variant: for a trained figure whose numbers depend on a choice made per machine (the training
             precision that ``auto`` picks), ``reference_variant()`` names the reference that applies here:

@@ -68,7 +68,7 @@ FIGURES = [
     FigureSpec(
         fig_id="c-table1-wide",
         title="Table 1 at a larger width: the paper's score and the alignment of what training changed",
-        paper_ref="Table 1 (companion: larger run and metric)",
+        paper_ref="companion (Table 1: larger run and metric)",
         chapter="book/table1.md",
         make=make_table1_wide,
         plot=plot_table1_wide,
