@@ -96,7 +96,7 @@ def _as_trained(data: FigureData, kind: str) -> FigureData:
 @pytest.mark.parametrize("kind", ["init", "control"])
 def test_the_blind_table1_claims_hold_without_training(claim_id, kind):
     data = load_reference("table1")
-    assert claim("table1", claim_id).blind and claim("table1", claim_id).kind == "paper"
+    assert claim("table1", claim_id).blind  # the paper's reading (aligned) and ours (above layer 1)
     assert verdict("table1", claim_id, _as_trained(data, kind)) == "holds"
 
 

@@ -22,7 +22,7 @@ from joma_lib.kit.registry import get_spec
 from joma_lib.base.precision import PrecisionUnavailableError, precisions_used
 from joma_lib.theory.table1.model import (alignment_score, change_alignment_matrix, HierarchyTransformer, numerics,
                                           score_at_init, step_flops, TABLE1_SETTINGS, Table1Config, train_and_score,
-                                          training_precision)
+                                          token_memberships, training_precision)
 from joma_lib.theory.table1.runs import CONFIGS
 
 
@@ -260,3 +260,16 @@ def test_step_flops_counts_the_products_of_a_training_step() -> None:
     with FlopCounterMode(display=False) as counter:
         nn.functional.cross_entropy(model(tokens), labels).backward()
     assert step_flops(config) == counter.get_total_flops()
+
+
+def test_token_memberships_count_the_used_symbols_of_each_token_and_zero_for_tokens_that_never_occur():
+    config = CONFIGS["quick"]
+    for n, sizes in [(2, (20, 30)), (3, (20, 30))]:
+        counts = token_memberships(config, n, sizes, seed=2)
+        data = CombinationHierarchy(config.n_vocab, config.seq_len, sizes, config.n_class, n, seed=2)
+        sample = data.of_labels(np.arange(config.n_class))
+        occurring = np.isin(np.arange(config.n_vocab - 1), sample.tokens)
+        assert counts.shape == (config.n_vocab - 1,)
+        assert np.array_equal(counts > 0, occurring)  # a token occurs exactly when a used symbol holds it
+        assert counts.sum() == n * sample.active[0].any(axis=0).sum()  # each used symbol holds n tokens
+        assert 0 < (counts == 1).sum() < (counts > 0).sum()  # shared tokens exist in these settings

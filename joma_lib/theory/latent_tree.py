@@ -1,8 +1,8 @@
 """The hierarchical binary latent tree (HBLT) of paper Sec. 5 and Theorem 5 (a reconstruction).
 
-The paper's Fig. 5(a) describes the model only in words: a label ``y0`` with ``D`` values
-at the root, binary ("binomial") latent variables below it, and binary leaves,
-``y_l = 1`` meaning that token ``l`` appears in the sequence. Theorem 5 then states
+The paper's slides draw the model only as a schematic: an observed class label ``y0`` at the root,
+unobserved binary latent variables below it, and the observed tokens as binary leaves,
+``y_l = 1`` meaning that token ``l`` appears in the sequence (the label's ``D`` values are ours). Theorem 5 then states
 ``P[l | m] ~ 1 - H/L`` with ``H`` the height of the common latent ancestor (CLA) of the
 tokens ``l`` and ``m`` and ``L`` the height of the hierarchy. The exact conditional
 tables and the exact statement are not available to us (``paper.md`` Q4); this module

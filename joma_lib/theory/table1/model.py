@@ -308,6 +308,16 @@ def token_baseline(config: Table1Config, n_combinations: int, level_sizes: tuple
     return alignment_score(test.active[0], present, config.min_corr)
 
 
+def token_memberships(config: Table1Config, n_combinations: int, level_sizes: tuple[int, ...], seed: int
+                      ) -> np.ndarray:
+    """How many of the level-0 symbols that some class switches on hold each leaf token (``n_vocab - 1`` counts;
+    0: the token never occurs in any sequence)."""
+    data = CombinationHierarchy(config.n_vocab, config.seq_len, tuple(level_sizes), config.n_class,
+                                n_combinations, seed=check_int("seed", seed, 0, 2**31 - 1))
+    used = data.of_labels(np.arange(config.n_class)).active[0].any(axis=0)
+    return np.bincount(data.children[0][used].ravel(), minlength=config.n_vocab - 1)
+
+
 def train_and_score(config: Table1Config, n_combinations: int, level_sizes: tuple[int, ...], seed: int,
                     device: str | None = None, progress: bool = False, shuffle_labels: bool = False) -> RunResult:
     """Train one model on one setting and score it before and after; deterministic on the CPU for a fixed seed.
