@@ -99,8 +99,7 @@ def test_every_command_line_refuses_a_bad_variable_in_one_line_before_any_work(c
                           timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == [
-        "error: environment variable JOMA_DEVICE must be one of ['auto', 'cpu', 'cuda'], got 'tpu' "
-        "(allowed: auto, cpu, cuda)"]
+        "error: environment variable JOMA_DEVICE must be one of ['auto', 'cpu', 'cuda'], got 'tpu'"]
     assert not any(tmp_path.iterdir())  # nothing was made
 
 

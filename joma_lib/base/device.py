@@ -19,7 +19,7 @@ from joma_lib.base.validation import check_choice, check_int
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 DEVICE_ENV = "JOMA_DEVICE"
-declare_env(DEVICE_ENV, ", ".join(DEVICE_CHOICES), lambda value: check_choice(DEVICE_ENV, value, DEVICE_CHOICES))
+declare_env(DEVICE_ENV, str(list(DEVICE_CHOICES)), lambda value: check_choice(DEVICE_ENV, value, DEVICE_CHOICES))
 
 
 def resolve_device(device: str | None = None) -> torch.device:

@@ -36,7 +36,7 @@ PRECISION_CHOICES = ("auto", "fp32", "bf16", "tf32")
 PRECISIONS = ("fp32", "bf16", "tf32")
 PRECISION_ENV = "JOMA_PRECISION"
 WARMUP_STEPS, TIMED_STEPS = 2, 4
-declare_env(PRECISION_ENV, ", ".join(PRECISIONS), lambda value: check_choice(PRECISION_ENV, value, PRECISIONS))
+declare_env(PRECISION_ENV, str(list(PRECISIONS)), lambda value: check_choice(PRECISION_ENV, value, PRECISIONS))
 
 
 class PrecisionUnavailableError(InputUnavailableError):
