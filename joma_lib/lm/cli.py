@@ -55,8 +55,9 @@ from joma_lib.base.validation import check_choice, check_float, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 _PAPER = RunConfig()  # the defaults are the paper's (Sec. 6): each option's help names its default
-#: the options of one number each: name, type, what it sets; what a default of None means
+#: what a default of None means, in the help of the options below
 _NONE_MEANS = {"eval_chunks": "all of it, as the authors", "max_vocab": "every word"}
+#: the options of one number each: name, type, what it sets
 _SIZES: list[tuple[str, type, str]] = [
     ("steps", int, "training steps of each run"),
     ("eval_interval", int, "steps between evaluations, each a checkpoint"),
