@@ -33,8 +33,8 @@ RECEIPT_SUFFIX = "receipt.json"
 CITE_SUFFIX = "cite.json"
 SOURCES = {
     "computed": "computed by the code of this version",
-    "stored-run": "read from a stored run (results committed with the code, in its chapter's results/ folder: a "
-                  "run too long to retrain on every check), drawn by this version",
+    "stored-run": "read from a stored run (results committed with the code, in joma_lib/lm/results/ or "
+                  "joma_lib/theory/table1/results/: a run too long to retrain on every check), drawn by this version",
     "reference": "drawn from the committed reference data: its input was unavailable where it was built",
     "overrides": "computed with parameters other than the registered ones (not compared with the reference)",
 }
