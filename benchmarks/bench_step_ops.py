@@ -72,7 +72,7 @@ def step_ops(n_layers: int, n_runs: int, vocab: int) -> collections.Counter[str]
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", type=int, nargs="+", default=[1, 2, 5, 10])
-    p.add_argument("--stacks", type=int, nargs="+", default=[1, 3, 21])
+    p.add_argument("--stacks", type=int, nargs="+", default=[1, 3, 7, 21])
     p.add_argument("--vocab", type=int, default=28_782)
     p.add_argument("--results-name", default="lm_step_ops", help="store as joma_lib/kit/benchmark_results/<this>.json")
     p.add_argument("--no-write", action="store_true")

@@ -114,6 +114,10 @@ def test_operation_counts_compare_depth_by_depth_and_give_a_layers_and_a_runs_co
     after = _ops([(1, {"1": 200, "3": 300}), (2, {"1": 300, "3": 400}), (5, {"1": 600, "3": 700})])
     rows = gpu.op_count_rows(before, after)
     assert rows[0] == {"layers": 1, "R = 1": "500 → 200 (2.5x fewer)", "R = 3": "600 → 300 (2.0x fewer)"}
+    middle = _ops([(1, {"1": 400, "3": 450}), (2, {"1": 600, "3": 700}), (5, {"1": 900, "3": 1000})])
+    assert gpu.op_count_rows(before, middle, after)[2]["R = 3"] == "2200 → 1000 → 700 (3.1x fewer)"
+    with pytest.raises(ValueError, match="at least two stored counts, got 1"):
+        gpu.op_count_rows(before)
     assert gpu.ops_per_layer(before) == pytest.approx(400) and gpu.ops_per_layer(after, "3") == pytest.approx(100)
     assert gpu.ops_per_run(before) == pytest.approx(50) and gpu.ops_per_run(after, 5) == pytest.approx(50)
     with pytest.raises(ValueError, match="different depths or stack sizes"):
@@ -178,6 +182,20 @@ def test_the_loans_sentence_says_when_planning_together_saves_none():
     assert presentation.joint_loans(4, 5) == ("the sweep and Table 1 together take 4 loans, "
                                               "against 5 one after the other")
     assert "as many as one after the other: planning them jointly saves no loan here" in presentation.joint_loans(5, 5)
+    assert presentation.fixed_stack_loans(3, 4, 7) == "cut into fixed stacks of 7 they would take 4"
+    assert presentation.fixed_stack_loans(4, 4, 7).endswith("sizing the stacks to the time saves no loan")
+    with pytest.raises(ValueError, match="take 5 loans, more than the 4 of fixed stacks"):
+        presentation.fixed_stack_loans(5, 4, 7)
     assert presentation.joint_loans(1, 2).startswith("the sweep and Table 1 together take 1 loan, against 2")
     with pytest.raises(ValueError, match="more than the 4 one after the other"):
         presentation.joint_loans(5, 4)
+
+
+def test_a_layers_cost_is_read_against_the_authors_layer_timed_beside_it():
+    # one run: 3, 5, 11 ms at 1, 2, 5 layers (2 ms a layer); the authors' step 10 ms a layer
+    assert gpu.layer_cost_over_authors(_lm_stack([3.0, 5.0, 11.0], [6.0, 9.0, 15.0], 0)) == pytest.approx(0.2)
+    # the same code on a machine twice as slow for both: the same measure
+    slow = _lm_stack([6.0, 10.0, 22.0], [12.0, 18.0, 30.0], 0)
+    for row in slow["results"]["rows"]:
+        row["median_ms"]["authors"] *= 2
+    assert gpu.layer_cost_over_authors(slow) == pytest.approx(0.2)

@@ -55,6 +55,7 @@ def test_a_missing_result_names_the_stored_ones(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["dynamics", "explorers", "lm_stack", "lm_step", "lm_step_ops", "lm_step_ops_ed7ff84",
+                                  "lm_step_ops_f73b237", "lm_stack_ed7ff84",
                                   "lm_step_system", "lm_sweep",
                                   "table1_bench", "table1_spread", "theorem1_widget"])
 def test_the_shipped_results_load(name):

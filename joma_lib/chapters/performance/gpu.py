@@ -32,6 +32,16 @@ SWEEP_BAR_MINUTES = 10.0
 """The goal for the 30-run paper sweep of Figs. 6 and 8 on one GPU (training only), in minutes."""
 TABLE1_BAR_MINUTES = 5.0
 """The goal for Table 1 at its full configuration, all 40 runs, on one GPU, in minutes."""
+LOAN_MINUTES = 15
+"""The device time of one GPU loan, in minutes."""
+LOAN_OVERHEAD_SECONDS = {"the machine's start": 35, "the checks before the runs": 150,
+                         "the pause between the loan's two calls": 45, "the runs' margin before the loan ends": 60}
+"""Where a loan's time goes besides the paper-scale runs, as ``benchmarks/gpu_loans/README.md`` spends it (an
+estimate): the start as loans have measured it; the checks that run first, 95 s for the three the last receipt timed
+(bench-lm, tests-gpu, bench-compile) and the read-out and profile benchmarks added since, capped at 30 and 60 s; the
+second call's start; and ``gpu_checks.sh``'s rule that a stack must end 60 s before the loan does."""
+LOAN_RUN_SECONDS = 60 * LOAN_MINUTES - sum(LOAN_OVERHEAD_SECONDS.values())
+"""What a loan leaves for training the paper-scale runs, in seconds."""
 @dataclass(frozen=True)
 class Goal:
     """One goal of the paper-scale work and what the stored GPU benchmarks make of it."""
@@ -99,17 +109,32 @@ def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) ->
     ]
 
 
-def op_count_rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per depth and stack size, the operations (GPU kernels) of one stacked step in two stored counts
-    (``benchmarks/bench_step_ops.py``): ``before -> after`` and how many times fewer."""
+def op_count_rows(*counts: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per depth and stack size, the operations (GPU kernels) of one stacked step in stored counts made at
+    successive versions of the code (``benchmarks/bench_step_ops.py``): ``first -> ... -> last`` and how many times
+    fewer the last is than the first."""
+    if len(counts) < 2:
+        raise ValueError(f"operation counts are compared between at least two stored counts, got {len(counts)}")
     rows = []
-    for b, a in zip(before["results"]["rows"], after["results"]["rows"], strict=True):
-        if b["layers"] != a["layers"] or b["ops"].keys() != a["ops"].keys():
-            raise ValueError("the two operation counts were made at different depths or stack sizes")
-        rows.append({"layers": b["layers"], **{f"R = {r}": f"{b['ops'][r]} → {a['ops'][r]} "
-                                                           f"({b['ops'][r] / a['ops'][r]:.1f}x fewer)"
-                                               for r in b["ops"]}})
+    for by_count in zip(*(c["results"]["rows"] for c in counts), strict=True):
+        first, last = by_count[0], by_count[-1]
+        if any(c["layers"] != first["layers"] or c["ops"].keys() != first["ops"].keys() for c in by_count):
+            raise ValueError("the operation counts were made at different depths or stack sizes")
+        rows.append({"layers": first["layers"], **{
+            f"R = {r}": " → ".join(str(c["ops"][r]) for c in by_count)
+            + f" ({first['ops'][r] / last['ops'][r]:.1f}x fewer)" for r in first["ops"]}})
     return rows
+
+
+def layer_cost_over_authors(lm_stack: Mapping[str, Any]) -> float:
+    """What one more layer adds to one run's step (in its fastest precision), over what it adds to the authors' step
+    timed beside it (least-squares slopes over the depths): a measure of our layer's cost that a faster or slower
+    machine leaves alone, so that two GPU measurements made on different days compare."""
+    rows = lm_stack["results"]["rows"]
+    layers = [r["layers"] for r in rows]
+    ours = np.polyfit(layers, [r["median_ms"][r["best_one"]] for r in rows], 1)[0]
+    authors = np.polyfit(layers, [r["median_ms"]["authors"] for r in rows], 1)[0]
+    return float(ours / authors)
 
 
 def ops_per_layer(counts: Mapping[str, Any], stack: str = "1") -> float:

@@ -23,3 +23,14 @@ def joint_loans(together: int, apart: int) -> str:
         return (f"the sweep and Table 1 together take {loans}, as many as one after the other: planning them "
                 "jointly saves no loan here")
     return f"the sweep and Table 1 together take {loans}, against {apart} one after the other"
+
+
+def fixed_stack_loans(fitted: int, fixed: int, size: int) -> str:
+    """What sizing the stacks to the time left does, from the loans the sweep takes so (``fitted``) and in fixed
+    stacks of ``size`` runs (``fixed``)."""
+    if fitted > fixed:
+        raise ValueError(f"stacks sized to the time take {fitted} loans, more than the {fixed} of fixed stacks")
+    if fitted == fixed:
+        return (f"cut into fixed stacks of {size} they take as many: at this step, sizing the stacks to the time "
+                "saves no loan")
+    return f"cut into fixed stacks of {size} they would take {fixed}"
