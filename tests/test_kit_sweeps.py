@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
-from joma_lib.kit.sweeps import entropy_panels, panel_summary, panel_title, plot_entropy_panels
+from joma_lib.kit.sweeps import entropy_panels, panel_summary, panel_title, plot_entropy_panels, plot_sweep
 from joma_lib.lm.authors import (
     seed_average,
 )
@@ -32,3 +35,39 @@ def test_plot_draws_any_run_table(toy_runs) -> None:
     assert [len(ax.lines) for ax in fig.axes] == [1, 2]
     data["lr"] = np.array([2.5e-4, 1e-2])
     assert [panel_title(data, p, "lr") for p in range(2)] == ["lr: 2.5e-4, val: 3.50", "lr: 1e-2, val: 3.00"]
+
+
+def _save_runs(path: Path, cells: list[tuple[int, float]]) -> Path:
+    """A collected ``.npz`` of one seed per ``(nlayers, lr)`` cell, 3 checkpoints, entropy falling then rising."""
+    lmax = max(n for n, _ in cells)
+    entropy = np.full((len(cells), 3, lmax), np.nan)
+    for r, (n, _) in enumerate(cells):
+        entropy[r, :, :n] = np.array([2.0, 1.0, 1.5])[:, None]
+    np.savez(path, nlayers=np.array([n for n, _ in cells]), lr=np.array([lr for _, lr in cells]),
+             seed=np.zeros(len(cells), dtype=np.int64), minibatch=np.tile([0, 10, 20], (len(cells), 1)),
+             val_loss=np.tile([5.0, 4.0, 3.5], (len(cells), 1)), attn_entropy=entropy)
+    return path
+
+
+def _panels(fig: Figure) -> list[tuple[str, int]]:
+    """Each entropy panel's title and number of curves (the colour-bar axes have no title)."""
+    return [(ax.get_title(), len(ax.lines)) for ax in fig.axes if ax.get_title()]
+
+
+def test_plot_sweep_fig8_takes_the_learning_rate_sweep_of_a_combined_folder(tmp_path: Path) -> None:
+    # the presets paper (depths at 1e-4) and paper-lr (depth 5 at several lrs) collected together
+    lrs = [1e-5, 1e-4, 1e-3]
+    cells = [(n, 1e-4) for n in range(1, 11)] + [(5, lr) for lr in lrs if lr != 1e-4]
+    runs = _save_runs(tmp_path / "both.npz", cells)
+    fig8 = _panels(plot_sweep(runs, "fig8"))
+    assert [title.split(",")[0] for title, _ in fig8] == ["lr: 1e-5", "lr: 1e-4", "lr: 1e-3"]
+    assert {curves for _, curves in fig8} == {5}  # the 5-layer model, not the deepest (10 layers)
+    fig6 = _panels(plot_sweep(runs, "fig6", lr=1e-4))
+    assert [curves for _, curves in fig6] == list(range(1, 11))
+    with pytest.raises(ValueError, match="several learning rates"):
+        plot_sweep(runs, "fig6")
+
+
+def test_plot_sweep_fig8_breaks_a_tie_by_the_deepest(tmp_path: Path) -> None:
+    runs = _save_runs(tmp_path / "tie.npz", [(3, 1e-4), (3, 1e-3), (7, 1e-4), (7, 1e-3), (9, 1e-4)])
+    assert {curves for _, curves in _panels(plot_sweep(runs, "fig8"))} == {7}

@@ -189,8 +189,12 @@ def paper_runs_waiting(finished: str | Path = PAPER_SO_FAR) -> dict[int, int]:
 
 
 def plot_sweep(path: str | Path, figure: str = "fig6", lr: float | None = None) -> Figure:
-    """Fig. 6 (all depths at one lr) or Fig. 8 (all lrs of the deepest model) from our runs (a run directory or a
-    collected ``.npz``), drawn as from the authors' (``python -m joma_lib.figures sweep``)."""
+    """Fig. 6 (all depths at one lr) or Fig. 8 (all lrs of one depth) from our runs (a run directory or a collected
+    ``.npz``), drawn as from the authors' (``python -m joma_lib.figures sweep``).
+
+    Fig. 8 takes the depth trained at the most distinct learning rates (the learning-rate sweep; on a tie, the
+    deepest), so one folder holding both presets ``paper`` and ``paper-lr`` draws the 5-layer sweep, not the
+    10-layer model trained at one rate."""
     sweep = SweepRuns.from_arrays(load_runs(path))
     if figure == "fig6":
         lrs = sorted(set(sweep.lr.tolist()))
@@ -202,6 +206,7 @@ def plot_sweep(path: str | Path, figure: str = "fig6", lr: float | None = None) 
             raise ValueError(f"no run has lr={chosen:g}; available: {lrs}")
         return plot_fig6(entropy_panels(sweep, cells, source="our runs"))
     if figure == "fig8":
-        depth = int(sweep.nlayers.max())
+        n_lrs = Counter(n for n, _ in sweep.configs())  # the distinct learning rates of each depth
+        depth = max(n_lrs, key=lambda n: (n_lrs[n], n))
         return plot_fig8(entropy_panels(sweep, [c for c in sweep.configs() if c[0] == depth], source="our runs"))
     raise ValueError(f"figure must be 'fig6' or 'fig8', got {figure!r}")

@@ -9,13 +9,12 @@ from __future__ import annotations
 from joma_lib.chapters.audit.exploration import exploration_markdown
 from joma_lib.chapters.audit.figures import EMBEDDING_COS_BOUND, HIDDEN_COS_BOUND, make_pretrained
 from joma_lib.kit.sweeps import FULL_RESULTS
-from joma_lib.theory.table1.model import TABLE1_SPREAD
 from joma_lib.theory.table1.exploration import (EXPLORED, MAX_CPU_SECONDS, MAX_INIT_LAYER0, MAX_LOSS_FRACTION,
                                                 read_explorations, select_configuration)
 from joma_lib.theory.table1.runs import CONFIGS
 
 __all__ = [
     "CONFIGS", "EMBEDDING_COS_BOUND", "EXPLORED", "FULL_RESULTS", "HIDDEN_COS_BOUND", "MAX_CPU_SECONDS",
-    "MAX_INIT_LAYER0", "MAX_LOSS_FRACTION", "TABLE1_SPREAD", "exploration_markdown", "make_pretrained",
+    "MAX_INIT_LAYER0", "MAX_LOSS_FRACTION", "exploration_markdown", "make_pretrained",
     "read_explorations", "select_configuration",
 ]
