@@ -9,6 +9,7 @@ from pathlib import Path
 
 import install_cell
 import nbformat
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -228,8 +229,6 @@ def test_the_release_workflow_builds_like_the_site_and_ci_runs_its_steps():
 def test_ci_jobs_that_run_the_tests_clone_the_whole_history():
     """tests/test_threshold_history.py skips itself in a shallow clone, and actions/checkout clones one commit
     unless told otherwise: every job of ci.yml that runs `make test` checks out with fetch-depth 0."""
-    import yaml
-
     jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]
     testing = [name for name, job in jobs.items()
                if any("make test" in str(step.get("run", "")) for step in job["steps"])]
