@@ -42,6 +42,8 @@ estimate): the start as loans have measured it; the checks that run first, 95 s 
 second call's start; and ``gpu_checks.sh``'s rule that a stack must end 60 s before the loan does."""
 LOAN_RUN_SECONDS = 60 * LOAN_MINUTES - sum(LOAN_OVERHEAD_SECONDS.values())
 """What a loan leaves for training the paper-scale runs, in seconds."""
+
+
 @dataclass(frozen=True)
 class Goal:
     """One goal of the paper-scale work and what the stored GPU benchmarks make of it."""
@@ -129,7 +131,7 @@ def op_count_rows(*counts: Mapping[str, Any]) -> list[dict[str, Any]]:
 def layer_cost_over_authors(lm_stack: Mapping[str, Any]) -> float:
     """What one more layer adds to one run's step (in its fastest precision), over what it adds to the authors' step
     timed beside it (least-squares slopes over the depths): a measure of our layer's cost that a faster or slower
-    machine leaves alone, so that two GPU measurements made on different days compare."""
+    machine leaves alone, so that GPU measurements made on two machines compare."""
     rows = lm_stack["results"]["rows"]
     layers = [r["layers"] for r in rows]
     ours = np.polyfit(layers, [r["median_ms"][r["best_one"]] for r in rows], 1)[0]
