@@ -1,12 +1,17 @@
 """A run's folder and the collected runs (:mod:`joma_lib.lm.runs`): stacking runs, reusing stored results."""
 
+import fcntl
 import json
+import os
+import threading
+import time
 from dataclasses import replace
 
 import numpy as np
+import pytest
 import torch
 
-from joma_lib.lm.runs import collect
+from joma_lib.lm.runs import RunLockedError, collect, run_lock
 from joma_lib.lm.step import train_run
 
 torch.set_num_threads(1)
@@ -30,3 +35,30 @@ def test_results_stored_before_a_config_field_existed_are_reused(tmp_path, tiny_
     meta_path.write_text(json.dumps(meta))
     again = train_run(tiny_run, tmp_path, device="cpu", progress=False, data=tiny_run_data, stop_at=0)
     assert again is not None and again["val_loss"].tolist() == first["val_loss"].tolist()
+
+
+def test_a_held_run_is_refused_at_once_or_taken_once_its_holder_lets_go(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = open(run_dir / ".lock", "w")  # another open file: flock treats it as another process's
+    holder.write("4242")
+    holder.flush()
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    start = time.monotonic()
+    with pytest.raises(RunLockedError, match="pid 4242"):
+        with run_lock(run_dir):
+            pass
+    with pytest.raises(RunLockedError, match="pid 4242"):  # still held when the wait ends
+        with run_lock(run_dir, wait=0.5):
+            pass
+    assert time.monotonic() - start >= 0.5
+    threading.Timer(0.5, holder.close).start()  # the previous task exits, and its lock goes with it
+    with run_lock(run_dir, wait=30):
+        assert (run_dir / ".lock").read_text() == str(os.getpid())
+    assert time.monotonic() - start < 20
+
+
+def test_a_negative_lock_wait_is_refused_before_any_work(tmp_path, tiny_run_data, tiny_run):
+    with pytest.raises(ValueError, match="lock_wait"):
+        train_run(tiny_run, tmp_path, device="cpu", progress=False, data=tiny_run_data, lock_wait=-1)
+    assert not any(tmp_path.iterdir())

@@ -18,6 +18,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,16 @@ class RunLockedError(RuntimeError):
     """Another process is training the same run directory."""
 
 
+LOCK_POLL_SECONDS = 0.2
+"""How often :func:`run_lock` tries again while it waits for another process to let go of a run."""
+
+
 @contextlib.contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
+def run_lock(run_dir: Path, wait: float = 0.0) -> Iterator[None]:
     """Hold an exclusive lock on ``run_dir`` (``fcntl.flock`` on ``run_dir/.lock``, freed when the process dies).
+
+    While another process holds it, :class:`RunLockedError` at once, or after ``wait`` seconds of trying again (a
+    requeued Slurm task may start while the task it replaces is still exiting, lock in hand).
 
     The lock is opened without following a symbolic link (one planted in a shared folder would have its target
     overwritten with the pid): a lock that is a link, or not a plain file, is refused. Once it holds the lock, the
@@ -84,13 +92,18 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     with os.fdopen(fd, "r+") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError(f"{lock} is not a plain file; remove it and run the same command again")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            owner = fh.read().strip() or "unknown"
-            raise RunLockedError(f"{run_dir} is being trained by another process (pid {owner}); wait for it to "
-                                 "finish or stop it, then run the same command again") from None
+        give_up = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= give_up:
+                    fh.seek(0)
+                    owner = fh.read().strip() or "unknown"
+                    raise RunLockedError(f"{run_dir} is being trained by another process (pid {owner}); wait for it "
+                                         "to finish or stop it, then run the same command again") from None
+                time.sleep(LOCK_POLL_SECONDS)
         fh.seek(0)
         fh.truncate()
         fh.write(str(os.getpid()))

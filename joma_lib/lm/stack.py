@@ -138,7 +138,8 @@ def stack_precision(configs: Sequence[RunConfig], device: torch.device, threads:
 def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str = "auto", progress: bool = True,
                 data: LMData | None = None, stop_at: int | None = None, threads: int = DEFAULT_THREADS,
                 stop_after: float | None = None, checkpoint_seconds: float = CHECKPOINT_SECONDS,
-                capture: bool = True, compiled: bool = False) -> list[dict[str, np.ndarray]] | None:
+                capture: bool = True, compiled: bool = False, lock_wait: float = 0.0
+                ) -> list[dict[str, np.ndarray]] | None:
     """Train the runs ``configs`` (one stack: :func:`stack_key` equal) into ``out_dir/<name>/`` as one model.
 
     Returns each run's arrays, as :func:`~joma_lib.lm.step.train_run` does; finished runs are loaded, the others
@@ -147,7 +148,8 @@ def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str =
     stops at the first step after it; both return None. ``capture=False`` keeps a GPU step eager; ``compiled``
     sends the training loss through ``torch.compile`` (:meth:`~joma_lib.lm.stacked.StackedLM.compile_losses`:
     fewer, fused kernels, the same arithmetic up to rounding; whether it pays is measured by
-    ``benchmarks/bench_lm_compile.py``).
+    ``benchmarks/bench_lm_compile.py``). ``lock_wait``: seconds to wait for a process that still holds one of the
+    runs (:func:`~joma_lib.lm.runs.run_lock`).
     """
     configs = [c.validated() for c in configs]
     if not configs:
@@ -162,10 +164,11 @@ def train_stack(configs: Sequence[RunConfig], out_dir: str | Path, device: str =
     if stop_after is not None:
         check_float("stop_after", stop_after, 0, low_open=True)
     check_float("checkpoint_seconds", checkpoint_seconds, 0)
+    lock_wait = check_float("lock_wait", lock_wait, 0.0, 3600.0)
     out = Path(out_dir)
     with contextlib.ExitStack() as held:
         for cfg in configs:
-            held.enter_context(run_lock(out / cfg.name))
+            held.enter_context(run_lock(out / cfg.name, lock_wait))
         held.enter_context(pinned_threads(threads))
         results = {c.name: finished_result(out / c.name / "result.npz", c) for c in configs}
         pending = [c for c in configs if results[c.name] is None]

@@ -26,7 +26,7 @@ from joma_lib.lm.metrics import evaluate, stable_rank
 from joma_lib.lm.model import TransformerLM
 from joma_lib.base.precision import numerics, record_used, resolve
 from joma_lib.lm.runs import finished_result, load_checkpoint, run_lock, save_checkpoint, write_results
-from joma_lib.base.validation import check_int
+from joma_lib.base.validation import check_float, check_int
 
 if TYPE_CHECKING:
     from joma_lib.lm.pythia import NeoXLM
@@ -111,8 +111,8 @@ def _set_rng_state(state: Mapping[str, torch.Tensor], device: torch.device) -> N
 
 
 def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progress: bool = True,
-              data: LMData | None = None, stop_at: int | None = None, threads: int = DEFAULT_THREADS
-              ) -> dict[str, np.ndarray] | None:
+              data: LMData | None = None, stop_at: int | None = None, threads: int = DEFAULT_THREADS,
+              lock_wait: float = 0.0) -> dict[str, np.ndarray] | None:
     """Train one run into ``out_dir/<cfg.name>/``, resuming from its checkpoint if there is one.
 
     Returns the run's arrays (``minibatch [C]``, ``val_loss [C]``, ``attn_entropy [C, L]``,
@@ -121,17 +121,19 @@ def train_run(cfg: RunConfig, out_dir: str | Path, device: str = "auto", progres
     interruption would; a finished run is loaded, not retrained. The run holds a lock on its
     directory (:class:`~joma_lib.lm.runs.RunLockedError` for a second process) and trains with ``threads`` CPU threads,
     recorded in the checkpoint and the result: a resume with another count is refused, since the
-    numbers depend on it. A finished run is read without the lock (its folder may be read-only). Ctrl-C raises
-    :class:`RunInterrupted` saying where the run stopped.
+    numbers depend on it. ``lock_wait``: seconds to wait for a process that still holds the run
+    (:func:`~joma_lib.lm.runs.run_lock`). A finished run is read without the lock (its folder may be read-only).
+    Ctrl-C raises :class:`RunInterrupted` saying where the run stopped.
     """
     cfg = cfg.validated()
     threads = check_int("threads", threads, 1, 1024)
+    lock_wait = check_float("lock_wait", lock_wait, 0.0, 3600.0)
     run_dir = Path(out_dir) / cfg.name
     finished = finished_result(run_dir / "result.npz", cfg)
     if finished is not None:  # reading a finished run takes no lock: its folder may be read-only
         return finished
     keep_freed_memory()
-    with run_lock(run_dir), pinned_threads(threads):
+    with run_lock(run_dir, lock_wait), pinned_threads(threads):
         return _train_locked(cfg, run_dir, device, progress, data, stop_at, threads)
 
 

@@ -112,12 +112,18 @@ def _train_fitted(runs: Sequence[RunConfig], out_dir: str | Path, device: str, p
         pending = [c for c in pending if c not in unit]
 
 
+REQUEUE_LOCK_WAIT = 120.0
+"""Seconds a Slurm task waits for its runs' locks: submitit requeues a task from its signal handler, and the task it
+replaces may still be exiting, lock in hand, when the new one starts on the same node."""
+
+
 def train_on_node(cfg: RunConfig, out_dir: str, device: str, threads: int) -> str:
     """One run as a task of the Slurm engine (:mod:`joma_lib.lm.cluster`); returns the run's name.
 
     The corpus is loaded exactly as named, without the offline fallback (the submitter already chose it, and the
     run folder is named after it); the task's log says where the run starts; :func:`train_run` resumes from the
-    run's checkpoint, so a requeued task continues where the last one checkpointed.
+    run's checkpoint, so a requeued task continues where the last one checkpointed (once that one has let go of the
+    run: :data:`REQUEUE_LOCK_WAIT`).
     """
     ckpt_path = Path(out_dir) / cfg.name / "checkpoint.pt"
     start = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)["step"] if ckpt_path.exists() \
@@ -125,7 +131,7 @@ def train_on_node(cfg: RunConfig, out_dir: str, device: str, threads: int) -> st
     print(f"{cfg.name}: {'resuming at step ' + str(start) if start else 'starting'} on {socket.gethostname()}, "
           f"device {device}, {threads} thread(s)", flush=True)
     data = load_lm_data(cfg.data, cfg.batch_size, cfg.eval_batch_size, cfg.max_vocab, cfg.data_seed, fallback=False)
-    train_run(cfg, out_dir, device, progress=False, data=data, threads=threads)
+    train_run(cfg, out_dir, device, progress=False, data=data, threads=threads, lock_wait=REQUEUE_LOCK_WAIT)
     print(f"{cfg.name}: finished", flush=True)
     return cfg.name
 
@@ -139,7 +145,8 @@ def train_stack_on_node(cfgs: Sequence[RunConfig], out_dir: str, device: str, th
     first = cfgs[0]
     data = load_lm_data(first.data, first.batch_size, first.eval_batch_size, first.max_vocab, first.data_seed,
                         fallback=False)
-    train_stack(cfgs, out_dir, device, progress=False, data=data, threads=threads, compiled=compiled)
+    train_stack(cfgs, out_dir, device, progress=False, data=data, threads=threads, compiled=compiled,
+                lock_wait=REQUEUE_LOCK_WAIT)
     print(f"stack of {len(cfgs)} runs: finished", flush=True)
     return first.name
 
