@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from IPython.display import Image
 
-from joma_lib.kit.glue import glue
+from joma_lib.kit.glue import and_list, glue
 
 PNG_1PX = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                         "1f15c4890000000d49444154789c6360000002000100ff03000600000000"
@@ -36,3 +37,11 @@ def test_with_myst_nb_the_value_goes_to_myst_nb(monkeypatch):
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: pasted.append((name, value, display)))
     glue("a-number", 1.5)
     assert pasted == [("a-number", 1.5, False)]
+
+
+def test_and_list_writes_a_list_as_prose():
+    assert and_list([10]) == "10"
+    assert and_list(["1-", 2]) == "1- and 2"
+    assert and_list((1, 2, 5, 10)) == "1, 2, 5 and 10"
+    with pytest.raises(ValueError, match="at least one item"):
+        and_list([])

@@ -17,7 +17,7 @@ the chapters' ``figures.py`` by name, :data:`.registry.CHAPTERS_PACKAGE`).
 from joma_lib.kit.benchmarks import load_results, table1_steps
 from joma_lib.kit.claims import book_ledger, check_claims, evaluate_figure, ledger, surprises
 from joma_lib.kit.fallback import with_static_view
-from joma_lib.kit.glue import glue
+from joma_lib.kit.glue import and_list, glue
 from joma_lib.kit.harness import (
     REFERENCE_DIR,
     MissingReferenceError,
@@ -40,7 +40,7 @@ from joma_lib.lm import authors as _authors  # noqa: F401 - declares JOMA_OFFICI
 from joma_lib.base.startup import check_environment
 
 __all__ = [
-    "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "book_ledger",
+    "REFERENCE_DIR", "Claim", "FigureSpec", "MissingReferenceError", "Tolerance", "and_list", "book_ledger",
     "calibrated_tolerances", "check_claims", "compare", "compute", "draw", "evaluate_figure", "get_claim", "get_spec",
     "glue", "headline", "html_table", "ledger", "load_reference", "load_results", "paper_runs_waiting",
     "parity_coverage", "parity_table", "registry", "save_outputs", "show", "story_markdown", "story_rows",

@@ -3,6 +3,7 @@ fallback."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -26,3 +27,11 @@ def glue(name: str, value: Any, display: bool = False) -> None:
         return
     myst_glue(name, value, display=display)
 
+
+
+def and_list(items: Iterable[object]) -> str:
+    """The items as prose lists them: ``1``, ``1 and 2``, ``1, 2 and 10``."""
+    words = [str(item) for item in items]
+    if not words:
+        raise ValueError("and_list needs at least one item")
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
