@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     drift.set_defaults(run=_cmd_drift)
     sweep = sub.add_parser("sweep", help="draw Fig. 6 or Fig. 8 from our own runs, as from the authors' data")
     sweep.add_argument("runs", help="a run directory (python -m joma_lib.lm run --out) or a collected .npz")
-    sweep.add_argument("--figure", choices=("fig6", "fig8"), default="fig6")
+    sweep.add_argument("--figure", choices=("fig6", "fig8"), default="fig6",
+                       help="fig6: every depth at one learning rate; fig8: every learning rate of the depth "
+                            "trained at the most of them (on a tie, the deepest)")
     sweep.add_argument("--lr", type=float, default=None,
                        help="Fig. 6: the learning rate to show (default: the only one)")
     sweep.add_argument("-o", "--output", required=True, help="image file (png, svg, pdf)")
