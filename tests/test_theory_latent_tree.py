@@ -130,6 +130,8 @@ def test_attention_from_association() -> None:
     b = attention_from_association(mu, np.zeros((2, 3)))
     assert np.allclose(b, [[0, 2 / 3, 1 / 3]] * 2)
     assert attention_from_association(mu, np.array([0.0, 2.0, 1.0]))[1] > 2 / 3
+    # one token to attend to, however rare (mu < 1), takes all the attention
+    assert np.array_equal(attention_from_association(np.array([0.0, 0.25]), np.zeros(2)), [0.0, 1.0])
 
 
 @pytest.mark.parametrize("call, match", [

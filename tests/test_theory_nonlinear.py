@@ -99,6 +99,14 @@ def test_weight_decay_gives_finite_rest_points_linear_at_saliency_over_lambda():
     assert list(idx) == [0, 1] and cos.min() > 0.999
 
 
+def test_nearest_centre_compares_directions_not_lengths():
+    """Centres of different lengths: the most aligned one wins, by its cosine, however short it is."""
+    mixture = ClusterMixture(np.array([[3.0, 0.0], [0.0, 0.5]]), np.array([0.5, 0.5]), np.array([1.0, 1.0]), 0.1)
+    idx, cos = nearest_centre(np.array([[0.5, 1.0], [2.0, 1.0]]), mixture)
+    assert list(idx) == [1, 0]
+    np.testing.assert_allclose(cos, [1 / np.sqrt(1.25), 2 / np.sqrt(5.0)])
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"weight_decay": 0.0}, "weight_decay"),
     ({"weight_decay": -1.0}, "weight_decay"),
