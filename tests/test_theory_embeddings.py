@@ -39,3 +39,9 @@ def test_random_coherence_shrinks_with_dimension_and_stays_under_jl_scale():
     coh = random_embedding_coherence(d, 200, n_draws=3, seed=0)
     assert np.all(np.diff(coh) < 0)
     assert np.all(coh < jl_epsilon(d, 200))
+
+
+def test_jl_scale_is_its_formula():
+    """eps(d) = sqrt(8 log(n) / d): the bound above holds for any larger constant, so the value is checked too."""
+    np.testing.assert_allclose(jl_epsilon(np.array([8.0, 32.0]), 100), np.sqrt(np.log(100.0)) * np.array([1.0, 0.5]),
+                               rtol=1e-12)
