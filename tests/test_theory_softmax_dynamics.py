@@ -81,6 +81,18 @@ def test_large_logits_do_not_overflow():
     assert np.all(np.isfinite(run.v)) and np.all(np.isfinite(run.entropy))
 
 
+def test_large_logits_from_above_the_targets_do_not_overflow():
+    """Started above every target (|v0| > |mu|), the largest logit is v0^2 / T, not mu^2 / T: the loop's softmax shift
+    must bound it too. Checked against the textbook update."""
+    mu, v = np.array([1.0, 2.0]), np.full(2, 30.0)  # logits up to 900
+    for _ in range(100):
+        z = v * v
+        a = np.exp(z - z.max())
+        v = v + 0.02 * (mu - v) * a / a.sum()
+    run = simulate_softmax_attention(mu, v0=30.0, n_steps=100, temperature=1.0)
+    np.testing.assert_allclose(run.v[-1], v, rtol=1e-12)
+
+
 def test_saliency_profile():
     np.testing.assert_array_equal(saliency_profile(), fig4_mu())
     np.testing.assert_allclose(saliency_profile("linear", 4, 1.0, 2.5), [1.0, 1.5, 2.0, 2.5])
