@@ -25,6 +25,7 @@ from joma_lib.lm.authors import (
     official_runs,
     read_records,
     seed_average,
+    summarize_entropy,
 )
 
 SMALL = "wikitext2_multilayer_lr_small.pt"
@@ -182,6 +183,17 @@ def test_seed_average_and_summary(toy_runs) -> None:
     assert summary.bounce[0] == pytest.approx(0.6)
     with pytest.raises(ValueError, match=r"available \(nlayers, lr\): \(1, 0.001\), \(2, 0.001\)"):
         seed_average(toy_runs(), 3, 1e-3)
+
+
+def test_a_minimum_at_either_end_of_the_run_is_not_interior() -> None:
+    """Only a minimum strictly inside the run is a dip: a layer still falling at its last checkpoint, or rising from its
+    first, has none (the claims that every layer dips and recovers read this flag)."""
+    e = np.array([[3.0, 2.0, 1.0],
+                  [2.0, 1.0, 3.0],
+                  [1.0, 3.0, 2.0]])  # [checkpoint, layer]: layer 0 falls, layer 1 dips, layer 2 rises
+    summary = summarize_entropy(np.array([0, 10, 20]), e)
+    assert summary.interior.tolist() == [False, True, False]
+    assert summary.argmin_minibatch.tolist() == [20, 10, 0]
 
 
 def test_run_table_checks_and_round_trip(toy_runs) -> None:

@@ -1,5 +1,7 @@
 """The metrics measured on the language model (joma_lib.lm.metrics): attention entropy, stable rank, evaluation."""
 
+import math
+
 import pytest
 import torch
 
@@ -20,6 +22,14 @@ def test_entropy_of_uniform_causal_and_one_hot_attention():
     assert float(mean_attention_entropy(one_hot)) == pytest.approx(0.0, abs=1e-6)
     batch = torch.stack([uniform, one_hot])  # the mean runs over sequences and query rows
     assert float(mean_attention_entropy(batch)) == pytest.approx(uniform_causal_entropy(t) / 2, abs=1e-5)
+
+
+
+def test_entropy_sums_over_the_keys_of_each_query():
+    """A map of 2 queries over 4 keys, one uniform row and one one-hot row: ln(4) / 2. (Summed over the queries
+    instead, a square map gives the same mean; this one does not.)"""
+    attn = torch.tensor([[[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0]]], dtype=torch.float64)  # [map, query, key]
+    assert float(mean_attention_entropy(attn)) == pytest.approx(math.log(4.0) / 2, abs=1e-6)
 
 
 def test_stable_rank_of_known_spectra():
