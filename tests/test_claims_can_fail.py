@@ -33,6 +33,21 @@ def test_a_fig4_entropy_frozen_at_its_minimum_misses_the_limit():
     assert verdict("fig4", "fig4-entropy-limit", {**data, "entropy": entropy}) == "fails"
 
 
+def test_fig5_attention_that_never_spreads_back_or_never_got_sparse_is_not_sparse_then_dense():
+    """The rise after the minimum, counted only after a drop of more than 1 nat: frozen at its minimum it has no
+    rise; shrunk to a 0.9-nat drop it was never sparse, although it still rises by 0.59 nat."""
+    data = dict(load_reference("fig5"))
+    entropy = data["entropy"]
+    value, held = claim("fig5", "fig5-sparse-then-dense").evaluate(data)
+    assert held == "holds" and value == pytest.approx(entropy[-1] - entropy.min())
+    frozen = entropy.copy()
+    frozen[int(np.argmin(entropy)):] = entropy.min()
+    assert verdict("fig5", "fig5-sparse-then-dense", {**data, "entropy": frozen}) == "fails"
+    shallow = entropy[0] + (entropy - entropy[0]) * 0.9 / (entropy[0] - entropy.min())
+    assert shallow[-1] - shallow.min() > 0.5
+    assert verdict("fig5", "fig5-sparse-then-dense", {**data, "entropy": shallow}) == "fails"
+
+
 def test_relu_weights_that_never_moved_do_not_settle_at_the_centres():
     data = dict(load_reference("c-thm3-relu"))
     assert verdict("c-thm3-relu", "thm3-relu-settles-at-centres", data) == "holds"
