@@ -48,6 +48,26 @@ def test_fig5_attention_that_never_spreads_back_or_never_got_sparse_is_not_spars
     assert verdict("fig5", "fig5-sparse-then-dense", {**data, "entropy": shallow}) == "fails"
 
 
+def test_fig3_a_component_that_catches_up_or_keeps_growing_breaks_its_claims():
+    """Component 0 must end largest by a factor 2, read at the last checkpoint: it fails where component 1 ends at
+    0.6 of it, or where component 0 falls back at the very end; and the others must stop growing: it fails where
+    component 1 climbs steadily over the last 500 steps."""
+    data = dict(load_reference("fig3"))
+    v0, steps = data["v0"], data["steps"]
+    assert verdict("fig3", "fig3-salient-takes-all", data) == "holds"
+    assert verdict("fig3", "fig3-others-saturate", data) == "holds"
+    caught_up = v0.copy()
+    caught_up[-1, 1] = 0.6 * v0[-1, 0]
+    assert verdict("fig3", "fig3-salient-takes-all", {**data, "v0": caught_up}) == "fails"
+    fell_back = v0.copy()
+    fell_back[-1, 0] = 0.5 * np.abs(v0[-1, 1:]).max()
+    assert verdict("fig3", "fig3-salient-takes-all", {**data, "v0": fell_back}) == "fails"
+    growing = v0.copy()
+    late = steps >= 1500
+    growing[late, 1] += 0.1 * (steps[late] - 1500) / 500  # 0.1 more by the end: over 5 % of component 0's growth
+    assert verdict("fig3", "fig3-others-saturate", {**data, "v0": growing}) == "fails"
+
+
 def test_relu_weights_that_never_moved_do_not_settle_at_the_centres():
     data = dict(load_reference("c-thm3-relu"))
     assert verdict("c-thm3-relu", "thm3-relu-settles-at-centres", data) == "holds"
