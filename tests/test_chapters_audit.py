@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from joma_lib.chapters.audit import exploration_markdown
-from joma_lib.chapters.audit.figures import make_pretrained
+from joma_lib.chapters.audit.figures import hidden_median_max, make_pretrained
 from joma_lib.kit import draw, evaluate_figure, get_spec, load_reference
 from joma_lib.theory.table1.exploration import EXPLORED, read_explorations, select_configuration
+
+
+def test_hidden_median_max_skips_only_the_padding_after_a_shallower_model():
+    """Rows are models, columns layers; NaN pads a shallower model. Any other NaN makes the value NaN, as the
+    docstring says: a hole below a model's last layer, a model with no finite layer, a last layer no model fills."""
+    nan = np.nan
+    assert hidden_median_max({"hidden_median": np.array([[0.1, 0.3, 0.2], [0.4, nan, nan]])}) == 0.4
+    for lost in ([[0.1, nan, 0.2], [0.4, 0.1, 0.3]], [[0.1, 0.3, 0.2], [nan, nan, nan]],
+                 [[0.1, 0.3, nan], [0.4, nan, nan]]):
+        assert np.isnan(hidden_median_max({"hidden_median": np.array(lost)})), lost
 
 
 def test_the_pretrained_claims_come_out_as_the_book_states_on_the_reference():
