@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from joma_lib.chapters.table1 import config_text, level_specificity, reference_claims, table1_markdown
-from joma_lib.chapters.table1.table1 import level_specificity_sd
+from joma_lib.chapters.table1.table1 import (change_alignment_margin, layer0_init_margin, layer0_learning_margin,
+                                             level_specificity_sd)
 from joma_lib.kit.claims import format_value, ledger
 from joma_lib.kit.harness import load_reference
 
@@ -112,3 +113,21 @@ def test_paper_scale_claims_wait_for_the_run_and_refuse_another_configuration(pa
         else:
             with pytest.raises(ValueError, match="not made with the full configuration"):
                 make_table1_paper(str(tmp_path / "run.npz"))
+
+
+def test_the_layer0_margins_read_layer_0_at_level_0():
+    """Each margin compares one entry of the score tables, layer 0's score of level 0, between the trained networks
+    and their control (shuffled labels, initialisation, the shuffled-label change): an advantage placed there shows,
+    the same advantage at another layer or level does not."""
+    rng = np.random.default_rng(0)
+    control = rng.normal(0.5, 0.01, load_reference("table1")["trained"].shape)  # [setting, seed, layer, level]
+    control[:, :, 1:] -= 0.5  # every other entry 0.5 lower, so that reading it in either table shows
+    control[:, :, 0, 1:] -= 0.5
+    measures = ((layer0_learning_margin, "trained", "control"), (layer0_init_margin, "trained", "init"),
+                (change_alignment_margin, "change", "change_control"))
+    for layer, level in ((0, 0), (0, 1), (1, 0)):
+        real = control.copy()
+        real[:, :, layer, level] += 1.0  # 100 seed standard deviations
+        for measure, real_key, control_key in measures:
+            margin = measure({real_key: real, control_key: control})
+            assert (margin > 10) == ((layer, level) == (0, 0)), (measure.__name__, layer, level, margin)
