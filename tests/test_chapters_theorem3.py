@@ -117,3 +117,32 @@ def test_the_widget_refuses_what_it_cannot_honour_before_any_work(monkeypatch, v
     monkeypatch.setattr(theorem3_widget_module, "decayed_trajectories", no_work)
     with pytest.raises(ValueError, match=message):
         resting_points(**values)
+
+
+def _claim_value(claim_id: str, data: dict[str, np.ndarray]) -> float:
+    claim = next(c for spec in map(get_spec, ("c-thm3-relu", "c-thm3-portrait")) for c in spec.claims
+                 if c.claim_id == claim_id)
+    return claim.evaluate(data)[0]
+
+
+def test_the_linear_direction_spread_compares_directions_not_lengths():
+    """thm3-linear-single-direction: end points along one direction, however long, spread 0; along the axes of the
+    plane, the distance between unit vectors at right angles, sqrt(2)."""
+    one_way = np.array([[[0.6, 0.8], [1.2, 1.6], [3.0, 4.0]]])  # [step, run, coordinate]: only the last step is read
+    assert _claim_value("thm3-linear-single-direction", {"traj_linear": one_way}) == pytest.approx(0.0, abs=1e-15)
+    three_ways = np.array([[[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0]]])
+    assert _claim_value("thm3-linear-single-direction", {"traj_linear": three_ways}) == pytest.approx(2.0)
+    assert _claim_value("thm3-linear-single-direction", {"traj_linear": three_ways[:, :2]}) == pytest.approx(np.sqrt(2))
+
+
+def test_a_resting_point_on_a_centre_or_at_zero_is_not_mixed():
+    """thm3-decay-mixed-rest-stable reads the eigenvalues only at a mixed point: one on a cluster centre's direction
+    (here centres off the axes) or a dead node at 0 gives infinity, whatever its eigenvalues."""
+    centres = np.array([[0.6, 0.8], [0.8, 0.6]])
+    stable = np.array([-0.5, -0.2])
+    def value(rest: np.ndarray) -> float:
+        return _claim_value("thm3-decay-mixed-rest-stable",
+                            {"mixed_rest": rest, "centres": centres, "mixed_eigenvalues": stable})
+    assert value(np.array([0.95, 0.95])) == pytest.approx(-0.2)  # on the diagonal, between the centres
+    assert value(1.35 * centres[0]) == np.inf
+    assert value(np.array([0.01, 0.02])) == np.inf
