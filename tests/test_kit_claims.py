@@ -295,8 +295,10 @@ def test_the_ledger_page_table_groups_by_kind_failures_first(toy):
         ledger_views.html_table([claims.ClaimResult("x", "", "p", "one $ sign", None, "", "not-run", "", kind="paper")])
 
 
-# "the value is 1.16", "0.4 %", "8 of 9": the number a threshold note quotes, to the digits it gives
-_NOTED_VALUE = re.compile(r"the value is (-?\d+(?:\.(\d+))?)( ?%)?")
+# "the value is 1.16" ("0.4 %", "8 of 9"), "where the fraction is 0.11", "where the rise is 0.659", "... and is -2.76
+# SDs": the number a threshold note quotes as the claim's value, to the digits it gives
+_NOTED_VALUE = re.compile(r"(?:the value|the fraction|the rise|the smallest rise of layers [\d-]+|the largest final "
+                          r"entropy|layer \d's rise|\(mean gain\) and) is (-?\d+(?:\.(\d+))?)( ?%)?")
 
 
 def _noted_values() -> list[Any]:
@@ -306,9 +308,9 @@ def _noted_values() -> list[Any]:
 
 @pytest.mark.parametrize("fig_id, claim", _noted_values())
 def test_a_value_a_threshold_note_quotes_is_the_claims_value_on_its_reference(fig_id: str, claim: Claim) -> None:
-    """A note that says "the value is X" tells the reader why its bar sits where it does; X must be the measure on
-    the committed reference, rounded as written (this also pins those measures: reading another checkpoint, entry or
-    operation changes them)."""
+    """A note that quotes the value ("the value is X") tells the reader why its bar sits where it does; X must be the
+    measure on the committed reference, rounded as written (this also pins those measures: reading another checkpoint,
+    entry or operation changes them)."""
     number, decimals, percent = _NOTED_VALUE.search(claim.threshold_note).groups()
     value = claim.evaluate(harness.load_reference(fig_id))[0] * (100 if percent else 1)
     assert abs(value - float(number)) <= 0.5 * 10.0 ** -len(decimals or "") + 1e-12, (claim.claim_id, value, number)
