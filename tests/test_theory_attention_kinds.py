@@ -40,6 +40,15 @@ def test_numpy_score_is_the_torch_kernel(name):
         np.testing.assert_allclose((x * dg).sum(axis=2, keepdims=True), s_t.grad.numpy(), rtol=1e-13)
 
 
+def test_softmax_attention_of_logits_beyond_exps_range_is_exact():
+    """Logits z/T of 800 and 799 overflow exp unless shifted: the kernel still gives x_l e^{s_l} / sum, here weights
+    proportional to 1 and e^-1 (float64)."""
+    s = torch.tensor([[[800.0], [799.0]]], dtype=torch.float64)  # (R, M_C, 1)
+    x = torch.ones(1, 2, 1, dtype=torch.float64)
+    b = ATTENTION_KINDS["softmax"].kernel(s, x)
+    np.testing.assert_allclose(b[0, :, 0].numpy(), [1 / (1 + np.exp(-1)), np.exp(-1) / (1 + np.exp(-1))], rtol=1e-12)
+
+
 def test_unknown_kind_names_the_registry():
     with pytest.raises(ValueError, match=r"attention must be one of \['linear', 'exp', 'softmax'\]"):
         attention_kind("sigmoid")
