@@ -119,3 +119,24 @@ def test_trained_figure_verifies_under_mkl_compatible():
                             timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "c-rerun-quick" in result.stdout and "all checked figures match" in result.stdout, result.stdout
+
+
+def test_tolerances_are_derived_from_the_largest_spread_and_the_gpus_own():
+    """An array no variant moved keeps the spec's tolerance; one that moved gets MULTIPLE x its largest CPU deviation
+    (rtol 0); a measured CUDA variant sets the GPU's allowance the same way (never below the CPU's), and the ratio to
+    the seed spread is recorded. An array that is NaN wherever the reference is deviates by 0."""
+    runs = {"default": {"a": 0.0, "b": 1e-4}, "threads-1": {"a": 0.0, "b": 2e-4}, "cuda": {"a": 0.0, "b": 0.01}}
+    seeds = {"seed 2": {"a": 0.0, "b": 0.05}}
+    spec_a = harness.get_spec("c-rerun-quick").tolerance("a")
+    with_gpu = calibration.derive("c-rerun-quick", runs, seeds)
+    assert (with_gpu["a"]["rtol"], with_gpu["a"]["atol"]) == (spec_a.rtol, spec_a.atol)
+    b = with_gpu["b"]
+    assert (b["numerics_spread"], b["seed_spread"], b["rtol"]) == (2e-4, 0.05, 0.0)
+    assert b["atol"] == pytest.approx(calibration.MULTIPLE * 2e-4)
+    assert b["gpu_atol"] == pytest.approx(calibration.MULTIPLE * 0.01)
+    assert b["atol_over_seed_spread"] == pytest.approx(calibration.MULTIPLE * 2e-4 / 0.05)
+    assert with_gpu["a"]["gpu_atol"] == max(calibration.FLOOR, spec_a.atol)
+    cpu_only = calibration.derive("c-rerun-quick", {k: v for k, v in runs.items() if k != "cuda"}, seeds)
+    assert cpu_only["b"]["gpu_atol"] == max(spec_a.for_device(True)[1], b["atol"])
+    nan = np.array([np.nan, np.nan])
+    assert calibration.max_deviation({"n": nan.copy()}, {"n": nan}) == {"n": 0.0}

@@ -59,6 +59,18 @@ def test_deviation_within_tolerance_passes(toy_registry):
     assert harness.verify("c-toy").passed
 
 
+def test_compare_reports_the_worst_array_and_its_deviation_and_lets_matching_nans_pass(toy_spec):
+    """Within tolerance, the report still names the array that came closest to its bound, its largest deviation and
+    the share of the bound it used (the verify table's columns); NaN at the same places in both counts as equal."""
+    ref = {"x": np.array([0.0, np.nan, 2.0]), "y": np.array([1.0, 2.0, np.nan])}
+    same = harness.compare(toy_spec, {k: v.copy() for k, v in ref.items()}, ref)
+    assert same.passed and same.ratio == 0.0 and same.max_abs_dev == 0.0
+    new = {"x": ref["x"].copy(), "y": ref["y"] + np.array([5e-7, 0.0, 0.0])}  # y's bound at 1.0: 1e-9 + 1e-6
+    result = harness.compare(toy_spec, new, ref)
+    assert result.passed and result.worst_array == "y"
+    assert result.max_abs_dev == pytest.approx(5e-7) and result.ratio == pytest.approx(5e-7 / (1e-9 + 1e-6))
+
+
 def test_shape_or_name_change_fails(toy_registry):
     harness.update_reference("c-toy")
     ref = harness.load_reference("c-toy")
