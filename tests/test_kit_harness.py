@@ -65,10 +65,14 @@ def test_compare_reports_the_worst_array_and_its_deviation_and_lets_matching_nan
     ref = {"x": np.array([0.0, np.nan, 2.0]), "y": np.array([1.0, 2.0, np.nan])}
     same = harness.compare(toy_spec, {k: v.copy() for k, v in ref.items()}, ref)
     assert same.passed and same.ratio == 0.0 and same.max_abs_dev == 0.0
-    new = {"x": ref["x"].copy(), "y": ref["y"] + np.array([5e-7, 0.0, 0.0])}  # y's bound at 1.0: 1e-9 + 1e-6
+    bound = 1e-9 + 1e-6 * 2.0  # y's tolerance (atol 1e-9, rtol 1e-6) where the reference is 2
+    new = {"x": ref["x"].copy(), "y": ref["y"] + np.array([0.0, 0.25 * bound, 0.0])}
     result = harness.compare(toy_spec, new, ref)
     assert result.passed and result.worst_array == "y"
-    assert result.max_abs_dev == pytest.approx(5e-7) and result.ratio == pytest.approx(5e-7 / (1e-9 + 1e-6))
+    assert result.max_abs_dev == pytest.approx(0.25 * bound) and result.ratio == pytest.approx(0.25)
+    new["y"] = ref["y"] + np.array([0.0, 1.5 * bound, 0.0])
+    beyond = harness.compare(toy_spec, new, ref)
+    assert not beyond.passed and beyond.ratio == pytest.approx(1.5)
 
 
 def test_shape_or_name_change_fails(toy_registry):
