@@ -126,8 +126,8 @@ def _claim_value(claim_id: str, data: dict[str, np.ndarray]) -> float:
 
 
 def test_the_linear_direction_spread_compares_directions_not_lengths():
-    """thm3-linear-single-direction: end points along one direction, however long, spread 0; along the axes of the
-    plane, the distance between unit vectors at right angles, sqrt(2)."""
+    """thm3-linear-single-direction: end points along one direction, however long, spread 0; along three axis
+    directions, two of them opposite, 2; along the first two only, at right angles, sqrt(2)."""
     one_way = np.array([[[0.6, 0.8], [1.2, 1.6], [3.0, 4.0]]])  # [step, run, coordinate]: only the last step is read
     assert _claim_value("thm3-linear-single-direction", {"traj_linear": one_way}) == pytest.approx(0.0, abs=1e-15)
     three_ways = np.array([[[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0]]])
