@@ -11,7 +11,7 @@ from scipy.special import ndtr
 from joma_lib.chapters.theorem3 import bias_rest_points, fixed_point_rest, relu_figure_settings
 from joma_lib.chapters.theorem3 import widget as theorem3_widget_module
 from joma_lib.chapters.theorem3.widget import RestingPointWidget, resting_points
-from joma_lib.kit import get_spec
+from joma_lib.kit import get_claim, get_spec
 from joma_lib.theory.nonlinear import decayed_jacobian, decayed_update, two_cluster_mixture
 
 IDS = ("c-thm3-relu", "c-thm3-portrait")
@@ -120,9 +120,7 @@ def test_the_widget_refuses_what_it_cannot_honour_before_any_work(monkeypatch, v
 
 
 def _claim_value(claim_id: str, data: dict[str, np.ndarray]) -> float:
-    claim = next(c for spec in map(get_spec, ("c-thm3-relu", "c-thm3-portrait")) for c in spec.claims
-                 if c.claim_id == claim_id)
-    return claim.evaluate(data)[0]
+    return get_claim(claim_id).evaluate(data)[0]
 
 
 def test_the_linear_direction_spread_compares_directions_not_lengths():
@@ -138,7 +136,7 @@ def test_the_linear_direction_spread_compares_directions_not_lengths():
 def test_a_resting_point_on_a_centre_or_at_zero_is_not_mixed():
     """thm3-decay-mixed-rest-stable reads the eigenvalues only at a mixed point: one on a cluster centre's direction
     (here centres off the axes) or a dead node at 0 gives infinity, whatever its eigenvalues."""
-    centres = np.array([[0.6, 0.8], [0.8, 0.6]])
+    centres = np.array([[0.28, 0.96], [0.96, 0.28]])  # unit length, 0.88 in cosine from the diagonal
     stable = np.array([-0.5, -0.2])
     def value(rest: np.ndarray) -> float:
         return _claim_value("thm3-decay-mixed-rest-stable",

@@ -10,7 +10,7 @@ import pytest
 
 from joma_lib.kit import compute
 from joma_lib.kit.harness import load_reference
-from joma_lib.kit.registry import FigureData, get_spec
+from joma_lib.kit.registry import FigureData, get_claim, get_spec
 
 
 def verdict(fig_id: str, claim_id: str, data: FigureData) -> str:
@@ -40,10 +40,10 @@ def test_order_violations_count_the_first_steps_at_90_percent_of_each_target():
     """Six targets, each component at half its target until its own step, then at 95 % of it: reached in order of
     size, no violation; in the reverse order, one per neighbouring pair."""
     mu, steps = np.arange(1.0, 7.0), np.arange(6)
-    spec = next(c for c in get_spec("fig4").claims if c.claim_id == "fig4-salient-first")
+    claim = get_claim("fig4-salient-first")
     for reach_at, violations in ((steps[::-1], 0.0), (steps, 5.0)):
         v = np.where(steps[:, None] >= reach_at[None, :], 0.95, 0.5) * mu  # [snapshot, component]
-        assert spec.evaluate({"mu": mu, "v_snapshots": v, "snapshot_steps": steps})[0] == violations
+        assert claim.evaluate({"mu": mu, "v_snapshots": v, "snapshot_steps": steps})[0] == violations
 
 
 def test_a_theorem2_integration_stuck_at_zero_conserves_nothing():

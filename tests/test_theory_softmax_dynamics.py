@@ -55,14 +55,21 @@ def test_linear_contrast_most_salient_takes_all():
     assert run.attention[-1, -1] > 0.99 and run.v[-1, -1] > 10 * run.v[-1, :-1].max()
 
 
+def _textbook(mu: np.ndarray, v0: float, temperature: float, n_steps: int, eta: float = 0.02) -> np.ndarray:
+    """The nonlinear update ``v <- v + eta (mu - v) o softmax(v^2/T)``, softmax by max-subtraction, step by step."""
+    v = np.full(mu.shape, v0)
+    for _ in range(n_steps):
+        z = v * v / temperature
+        a = np.exp(z - z.max())
+        v = v + eta * (mu - v) * a / a.sum()
+    return v
+
+
 def test_simulation_matches_a_plain_reference_loop():
     """The optimised loop (constant softmax shift) against the textbook update with max-subtraction."""
-    mu, v = fig4_mu(), np.full(10, 0.05)
-    for _ in range(300):
-        z = v * v / 3.0
-        a = np.exp(z - z.max())
-        v = v + 0.02 * (mu - v) * a / a.sum()
-    np.testing.assert_allclose(simulate_softmax_attention(mu, n_steps=300).v[-1], v, rtol=1e-12)
+    mu = fig4_mu()
+    np.testing.assert_allclose(simulate_softmax_attention(mu, n_steps=300).v[-1], _textbook(mu, 0.05, 3.0, 300),
+                               rtol=1e-12)
 
 
 def test_batched_simulation_equals_single_runs():
@@ -84,13 +91,9 @@ def test_large_logits_do_not_overflow():
 def test_large_logits_from_above_the_targets_do_not_overflow():
     """Started above every target (|v0| > |mu|), the largest logit is v0^2 / T, not mu^2 / T: the loop's softmax shift
     must bound it too. Checked against the textbook update."""
-    mu, v = np.array([1.0, 2.0]), np.full(2, 30.0)  # logits up to 900
-    for _ in range(100):
-        z = v * v
-        a = np.exp(z - z.max())
-        v = v + 0.02 * (mu - v) * a / a.sum()
+    mu = np.array([1.0, 2.0])  # started at 30: logits up to 900
     run = simulate_softmax_attention(mu, v0=30.0, n_steps=100, temperature=1.0)
-    np.testing.assert_allclose(run.v[-1], v, rtol=1e-12)
+    np.testing.assert_allclose(run.v[-1], _textbook(mu, 30.0, 1.0, 100), rtol=1e-12)
 
 
 def test_saliency_profile():

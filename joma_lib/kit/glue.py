@@ -28,7 +28,6 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     myst_glue(name, value, display=display)
 
 
-
 def and_list(items: Iterable[object]) -> str:
     """The items as prose lists them: ``1``, ``1 and 2``, ``1, 2 and 10``."""
     words = [str(item) for item in items]
