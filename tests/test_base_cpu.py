@@ -86,6 +86,25 @@ def test_the_verdict_is_cached_per_machine_and_a_second_call_does_not_probe(tmp_
     assert cpu.cache_file() != next(tmp_path.glob("bf16-probe-*.json"))
 
 
+def test_the_verdict_records_whether_pytorch_runs_bf16_products_on_onednn(tmp_path, monkeypatch):
+    """``accelerated`` is PyTorch's own check, asked in the probe child, stored with the verdict, and said in the
+    summary where bf16 runs only on PyTorch's reference kernels."""
+    monkeypatch.setenv("JOMA_CACHE", str(tmp_path))
+    for name in (cpu.ISA_ENV, cpu.INJECT_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cpu, "_applied", None)
+    verdict = cpu.bf16_support()
+    ceiling = {cpu.ISA_ENV: verdict.isa_limit} if verdict.usable else {}
+    asked = subprocess.run([sys.executable, "-c", "import torch; print(torch.ops.mkldnn._is_mkldnn_bf16_supported())"],
+                           capture_output=True, text=True, timeout=300, env={**os.environ, **ceiling})
+    assert verdict.accelerated == (verdict.usable and asked.stdout.strip() == "True")
+    assert json.loads(cpu.cache_file().read_text())["accelerated"] == verdict.accelerated
+    ok = cpu.Bf16Support(True, "DEFAULT", "", ("DEFAULT: ok",), accelerated=True)
+    assert "reference kernels" not in ok.summary()
+    slow = cpu.Bf16Support(True, "DEFAULT", "", ("DEFAULT: ok",), accelerated=False)
+    assert slow.summary().endswith("but only on PyTorch's reference kernels: far slower than fp32")
+
+
 def test_a_bad_injection_value_is_refused_by_the_child(tmp_path):
     env = {**os.environ, cpu.INJECT_ENV: "sigill-above:AMX"}
     proc = subprocess.run([sys.executable, "-m", "joma_lib.base.cpu", "--child"], env=env, capture_output=True,

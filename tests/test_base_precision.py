@@ -3,16 +3,19 @@
 import copy
 import json
 import os
+from dataclasses import replace
 
 import pytest
 import torch
 
-from joma_lib.base.cpu import bf16_support
+from joma_lib.base import precision as precision_module
+from joma_lib.base.cpu import Bf16Support, bf16_support
 from joma_lib.kit import harness
 from joma_lib.kit.registry import FigureSpec, registry
 from joma_lib.lm.data import load_lm_data
 from joma_lib.lm.model import TransformerLM, bits_dropout
-from joma_lib.base.precision import auto_choice, cached_choice, candidates, measure_choice, usable
+from joma_lib.base.precision import (PrecisionUnavailableError, auto_choice, cached_choice, candidates,
+                                     measure_choice, require, resolve, usable)
 from joma_lib.lm.config import RunConfig
 from joma_lib.lm.step import make_optimizer, train_run, train_step
 from joma_lib.lm.sweep import sweep_precision, train_on_cpu
@@ -187,6 +190,23 @@ def test_tf32_is_a_gpu_precision_and_trains_in_fp32_on_the_cpu():
     model = _model()
     torch.manual_seed(0)
     assert torch.equal(tf32, train_step(model, make_optimizer(model, 1e-3), x, y, 0.5, precision="fp32"))
+
+
+def test_auto_never_measures_bf16_where_it_runs_only_on_reference_kernels(monkeypatch):
+    """bf16 that runs but not on oneDNN (a CPU with AVX2 and no AVX-512) stays usable when asked for, is never a
+    candidate of auto (fp32 without a measurement), and fails a requirement at speed, naming what needed it."""
+    cpu = torch.device("cpu")
+    slow = Bf16Support(True, "DEFAULT", "", ("DEFAULT: ok",), accelerated=False)
+    monkeypatch.setattr(precision_module, "bf16_support", lambda: slow)
+    monkeypatch.delenv(precision_module.PRECISION_ENV, raising=False)
+    assert usable("bf16", cpu) == "bf16" and candidates(cpu) == ("fp32",)
+    assert resolve("auto", cpu, {"n_layers": 1}, 1, lambda p: pytest.fail("auto measured")) == "fp32"
+    require("bf16", cpu, "figure X")
+    with pytest.raises(PrecisionUnavailableError, match=r"^figure X needs bf16 at speed.*reference kernels"):
+        require("bf16", cpu, "figure X", at_speed=True)
+    monkeypatch.setattr(precision_module, "bf16_support", lambda: replace(slow, accelerated=True))
+    assert candidates(cpu) == ("fp32", "bf16")
+    require("bf16", cpu, "figure X", at_speed=True)
 
 
 def test_auto_choice_is_cached_per_shapes_and_not_measured_again(tmp_path, monkeypatch):

@@ -11,7 +11,11 @@ from joma_lib.lm.stack_plan import StackCost
 
 from joma_lib.chapters.performance import gpu, presentation
 from joma_lib.kit import paper_runs_waiting
-from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, plot_precision
+from joma_lib.base import precision
+from joma_lib.base.cpu import Bf16Support
+from joma_lib.base.precision import PrecisionUnavailableError
+from joma_lib.chapters.performance import figures
+from joma_lib.chapters.performance.figures import bf16_inside_fp32_band, make_precision, plot_precision
 
 
 def _data() -> dict[str, np.ndarray]:
@@ -55,6 +59,15 @@ def _table1(stacked_s: float) -> dict:
             "stacked (vmap), tf32": stacked_s / 2}
     return {"results": {"rows": {name: {"whole_table_s": s, "per_run_step_ms": s / 1000, "compiled": False,
                                         "precision": name.rpartition(", ")[2]} for name, s in rows.items()}}}
+
+
+def test_the_bf16_figure_is_not_made_where_bf16_runs_only_on_reference_kernels(monkeypatch):
+    """Its bf16 half would take some 15 minutes there: the figure raises before any training (the page then draws
+    its reference data and says why)."""
+    monkeypatch.setattr(precision, "bf16_support", lambda: Bf16Support(True, "DEFAULT", "", ("DEFAULT: ok",), False))
+    monkeypatch.setattr(figures, "train_on_cpu", lambda configs: pytest.fail("trained"))
+    with pytest.raises(PrecisionUnavailableError, match=r"^figure c-rerun-precision .* needs bf16 at speed"):
+        make_precision()
 
 
 def test_the_step_table_names_each_steps_precision_and_the_two_ratios():

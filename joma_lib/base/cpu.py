@@ -48,7 +48,9 @@ ONEDNN_ISA_ALLOWED = ", ".join(ONEDNN_ISA_VALUES) + " (any case)"
 #: The CPU flags that decide which kernels oneDNN and ATen pick for bf16 (part of the cache key).
 RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_tile", "amx_int8")
 PROBE_TIMEOUT_S = 300
-_PROBE_VERSION = 1  # bump when the probe's operations change: old cache entries are then ignored
+#: how the probe child reports :attr:`Bf16Support.accelerated` (``True`` or ``False`` follows)
+ACCELERATED_LINE = "onednn bf16: "
+_PROBE_VERSION = 2  # bump when the probe's operations change: old cache entries are then ignored
 
 
 @dataclass(frozen=True)
@@ -85,19 +87,25 @@ class Bf16Support:
         isa_limit: the ``ONEDNN_MAX_CPU_ISA`` level under which they do (``"DEFAULT"``: no limit).
         onednn_isa: the instruction set oneDNN reported using (``""`` when it was not called).
         attempts: one line per level tried, e.g. ``"DEFAULT: killed by SIGILL"``.
+        accelerated: PyTorch hands bf16 matrix products to oneDNN here (its own check,
+            ``torch.ops.mkldnn._is_mkldnn_bf16_supported``, asked in the probe child under the winning level). Where it
+            does not (a CPU with AVX2 but no AVX-512, such as AMD EPYC before Zen 4), they run on PyTorch's
+            reference kernels: correct, but far slower than fp32 (2 against 58 GFLOP/s on one such core).
     """
 
     usable: bool
     isa_limit: str
     onednn_isa: str
     attempts: tuple[str, ...]
+    accelerated: bool
 
     def summary(self) -> str:
         """One line: the verdict and the ceiling it needs."""
         if not self.usable:
             return "bf16 unusable here (" + "; ".join(self.attempts) + "): bf16 runs fall back to fp32"
         limit = "no limit" if self.isa_limit == "DEFAULT" else f"{ISA_ENV}={self.isa_limit}"
-        return f"bf16 usable ({limit}; oneDNN ISA: {self.onednn_isa or 'not called'})"
+        slow = "" if self.accelerated else ", but only on PyTorch's reference kernels: far slower than fp32"
+        return f"bf16 usable ({limit}; oneDNN ISA: {self.onednn_isa or 'not called'}){slow}"
 
 
 def _cache_key() -> str:
@@ -132,8 +140,8 @@ def _levels_to_try() -> tuple[str, ...]:
     return (user,) if user else ISA_LEVELS
 
 
-def _probe_level(level: str) -> tuple[bool, str, str]:
-    """Run the probe child under ``level``: (passed, what happened, oneDNN's ISA line)."""
+def _probe_level(level: str) -> tuple[bool, str, str, bool]:
+    """Run the probe child under ``level``: (passed, what happened, oneDNN's ISA line, accelerated)."""
     env = {k: v for k, v in os.environ.items() if k != ISA_ENV}
     if level != "DEFAULT":
         env[ISA_ENV] = level
@@ -142,26 +150,26 @@ def _probe_level(level: str) -> tuple[bool, str, str]:
         proc = subprocess.run([sys.executable, "-m", "joma_lib.base.cpu", "--child"], env=env, capture_output=True,
                               text=True, timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return False, f"{level}: no answer in {PROBE_TIMEOUT_S} s", ""
+        return False, f"{level}: no answer in {PROBE_TIMEOUT_S} s", "", False
     isa = next((line.split("isa:", 1)[1].strip() for line in proc.stdout.splitlines()
                 if line.startswith("onednn_verbose") and ",cpu,isa:" in line), "")
     if proc.returncode < 0:
-        return False, f"{level}: killed by {signal.Signals(-proc.returncode).name}", isa
+        return False, f"{level}: killed by {signal.Signals(-proc.returncode).name}", isa, False
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["exit code " + str(proc.returncode)])[-1]
-        return False, f"{level}: {last[:160]}", isa
-    return True, f"{level}: ok", isa
+        return False, f"{level}: {last[:160]}", isa, False
+    return True, f"{level}: ok", isa, f"{ACCELERATED_LINE}True" in proc.stdout.splitlines()
 
 
 def run_probe() -> Bf16Support:
     """Probe every level of :func:`_levels_to_try` in turn (no cache); the first that passes wins."""
     attempts = []
     for level in _levels_to_try():
-        passed, what, isa = _probe_level(level)
+        passed, what, isa, accelerated = _probe_level(level)
         attempts.append(what)
         if passed:
-            return Bf16Support(True, level, isa, tuple(attempts))
-    return Bf16Support(False, "", "", tuple(attempts))
+            return Bf16Support(True, level, isa, tuple(attempts), accelerated)
+    return Bf16Support(False, "", "", tuple(attempts), False)
 
 
 _applied: Bf16Support | None = None
@@ -187,7 +195,7 @@ def bf16_support(refresh: bool = False) -> Bf16Support:
         try:
             stored = json.loads(path.read_text())
             verdict = Bf16Support(bool(stored["usable"]), str(stored["isa_limit"]), str(stored["onednn_isa"]),
-                                  tuple(stored["attempts"]))
+                                  tuple(stored["attempts"]), bool(stored["accelerated"]))
         except (OSError, ValueError, TypeError, KeyError):
             verdict = None  # an unreadable cache entry is probed again
     if verdict is None:
@@ -263,6 +271,7 @@ def _child() -> None:
     if not all(e < 0.02 for e in errors) or layer.weight.grad is None:
         raise SystemExit(f"bf16 results are wrong (relative errors {errors})")
     print("probe ok")
+    print(f"{ACCELERATED_LINE}{torch.ops.mkldnn._is_mkldnn_bf16_supported()}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,8 @@ everywhere else), or ``auto`` (the fastest of them here).
   child process (and limits oneDNN's instruction set where its default kernels die). Where none runs, a bf16
   request trains in fp32, with a one-line notice; the run's metadata records the precision used.
 * ``auto`` means the precision whose step a short measurement of the run's own shapes shows fastest: fp32 or
-  bf16 on a CPU, fp32, tf32 or bf16 on a GPU (:func:`candidates`; fp32 on a tie). The measurement
+  bf16 on a CPU (fp32 without measuring where bf16 would run only on PyTorch's slow reference kernels), fp32, tf32
+  or bf16 on a GPU (:func:`candidates`; fp32 on a tie). The measurement
   (:func:`measure_choice`: a few steps of each, alternating) is cached per CPU, torch version, thread count and
   shapes, so a machine always makes the same choice for the same run. ``JOMA_PRECISION=fp32|bf16|tf32``
   overrides what ``auto`` picks (the CI's numerics matrix uses it); an explicit precision is never overridden.
@@ -63,12 +64,17 @@ def record_used(precision: str) -> None:
         found.add(precision)
 
 
-def require(precision: str, device: torch.device, what: str) -> None:
-    """Raise :class:`PrecisionUnavailableError` naming ``what`` when ``precision`` cannot run on ``device``."""
+def require(precision: str, device: torch.device, what: str, at_speed: bool = False) -> None:
+    """Raise :class:`PrecisionUnavailableError` naming ``what`` when ``precision`` cannot run on ``device``, or,
+    with ``at_speed``, runs only on PyTorch's slow reference kernels there (bf16 on a CPU that is not
+    :attr:`~joma_lib.base.cpu.Bf16Support.accelerated`)."""
     if usable(precision, device) != precision:
         why = (f"TF32 products need a CUDA GPU, not a {device.type} device" if precision == "tf32"
                else "no bf16 on this GPU" if device.type == "cuda" else bf16_support().summary())
         raise PrecisionUnavailableError(f"{what} needs {precision}, which cannot run on this machine ({why})")
+    if at_speed and precision not in candidates(device):
+        raise PrecisionUnavailableError(f"{what} needs {precision} at speed, and on this machine "
+                                        f"{bf16_support().summary()}")
 
 
 @dataclass(frozen=True)
@@ -95,8 +101,13 @@ def usable(precision: str, device: torch.device) -> str:
 
 
 def candidates(device: torch.device) -> tuple[str, ...]:
-    """The precisions ``auto`` measures on ``device``: fp32 and those that run there (tf32 on a GPU only)."""
-    return tuple(dict.fromkeys(usable(p, device) for p in PRECISIONS))
+    """The precisions ``auto`` measures on ``device``: fp32 and those that run there (tf32 on a GPU only), bf16 on a
+    CPU only where oneDNN runs it (:attr:`~joma_lib.base.cpu.Bf16Support.accelerated`): on PyTorch's reference
+    kernels it is never the faster, and measuring it would cost seconds a step."""
+    found = dict.fromkeys(usable(p, device) for p in PRECISIONS)
+    if device.type == "cpu" and not bf16_support().accelerated:
+        found.pop("bf16", None)
+    return tuple(found)
 
 
 @contextlib.contextmanager

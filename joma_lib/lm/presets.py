@@ -87,7 +87,8 @@ def preset_precision(preset: str, device: str = "cpu") -> str:
 
 def preset_auto_choice(preset: str) -> AutoChoice | None:
     """``auto``'s measurement for a preset on this CPU (one thread; made now if not cached): the choice and both
-    step times. None when nothing was measured (no ``auto`` in the preset, ``JOMA_PRECISION`` set, no bf16)."""
+    step times. None when nothing was measured (no ``auto`` in the preset, ``JOMA_PRECISION`` set, no bf16 or bf16
+    only on PyTorch's reference kernels: :func:`~joma_lib.base.precision.candidates`)."""
     configs = [c for c in preset_configs(preset) if c.precision == "auto"]
     if not configs:
         return None

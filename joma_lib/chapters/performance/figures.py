@@ -7,7 +7,9 @@ order and dropout masks per seed). The entropy itself is measured in fp32 in bot
 ``rerun-bf16-matches-fp32``: at 90% or more of the checkpoints after the start, the bf16
 seed-mean attention entropy lies inside the band spanned by the fp32 seeds, i.e. bf16 moves the
 curve less than the choice of seed does. Training takes about a minute on one core. On a CPU where bf16 cannot
-run (:func:`joma_lib.base.cpu.bf16_support`) the figure cannot be made: ``make`` raises
+run (:func:`joma_lib.base.cpu.bf16_support`), or runs only on PyTorch's reference kernels (not
+:attr:`~joma_lib.base.cpu.Bf16Support.accelerated`: the bf16 half would take some 15 minutes), the figure is not
+made: ``make`` raises
 :class:`~joma_lib.base.precision.PrecisionUnavailableError`, ``verify`` reports it as skipped and the page draws the
 committed reference, saying why.
 """
@@ -32,7 +34,7 @@ PRECISION_SEEDS = (1, 2, 3)
 def make_precision(steps: int = 240, eval_interval: int = 20, eval_chunks: int = 8,
                    seeds: tuple[int, ...] = PRECISION_SEEDS) -> FigureData:
     """Entropy and validation loss ``[precision, seed, checkpoint]`` of 1-layer runs in fp32 and bf16."""
-    require("bf16", torch.device("cpu"), "figure c-rerun-precision (fp32 against bf16 training)")
+    require("bf16", torch.device("cpu"), "figure c-rerun-precision (fp32 against bf16 training)", at_speed=True)
     settings = dict(PRESETS["rerun-quick"])
     lr = settings.pop("lr")[0]
     for key in ("layers", "seeds"):
