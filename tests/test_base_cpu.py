@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from joma_lib.base import cpu
 
@@ -103,6 +104,17 @@ def test_the_verdict_records_whether_pytorch_runs_bf16_products_on_onednn(tmp_pa
     assert "reference kernels" not in ok.summary()
     slow = cpu.Bf16Support(True, "DEFAULT", "", ("DEFAULT: ok",), accelerated=False)
     assert slow.summary().endswith("but only on PyTorch's reference kernels: far slower than fp32")
+
+
+def test_the_default_numerics_are_the_avx2_fp32_variant_only_without_avx512_and_accelerated_bf16(monkeypatch):
+    monkeypatch.delenv(cpu.ISA_ENV, raising=False)
+    for capability, accelerated, same in (("AVX2", False, True), ("AVX2", True, False), ("AVX512", False, False),
+                                          ("DEFAULT", False, False)):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
+        monkeypatch.setattr(cpu, "_applied", cpu.Bf16Support(True, "DEFAULT", "", ("DEFAULT: ok",), accelerated))
+        assert cpu.default_numerics_are_avx2_fp32() is same, (capability, accelerated)
+    monkeypatch.setenv(cpu.ISA_ENV, "AVX2")  # a ceiling someone set: the default is not the machine's own
+    assert not cpu.default_numerics_are_avx2_fp32()
 
 
 def test_a_bad_injection_value_is_refused_by_the_child(tmp_path):

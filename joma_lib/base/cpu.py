@@ -221,6 +221,16 @@ def onednn_isa_limit() -> str:
     return user_isa_limit() or "DEFAULT"
 
 
+def default_numerics_are_avx2_fp32() -> bool:
+    """This machine trains by default as under ``ONEDNN_MAX_CPU_ISA=AVX2`` in fp32 (CI's numerics-matrix variant,
+    which would then repeat the default): PyTorch's best CPU kernels here are AVX2 ones (no AVX-512, so oneDNN's are
+    at most AVX2 too), no ceiling is set, and bf16 is not :attr:`~Bf16Support.accelerated`, so ``auto`` takes fp32."""
+    import torch
+
+    return (torch.backends.cpu.get_cpu_capability() == "AVX2" and user_isa_limit() is None
+            and not bf16_support().accelerated)
+
+
 def inject_kind() -> tuple[str, str]:
     """The test hook of :data:`INJECT_ENV`: ``("", "")`` when unset, ``("sigill", "")`` or
     ``("sigill-above", level)``; anything else is a ValueError naming the variable."""
