@@ -35,7 +35,8 @@ SOURCES = {
     "computed": "computed by the code of this version",
     "stored-run": "read from a stored run (results committed with the code, in joma_lib/lm/results/ or "
                   "joma_lib/theory/table1/results/: a run too long to retrain on every check), drawn by this version",
-    "reference": "drawn from the committed reference data: its input was unavailable where it was built",
+    "reference": "drawn from the committed reference data: what it needs (data or a model out of reach, or bf16 at "
+                 "speed) could not be had where it was built",
     "overrides": "computed with parameters other than the registered ones (not compared with the reference)",
 }
 """Where a figure's data came from (the receipt's ``source``) and what the receipt says about it."""
