@@ -13,8 +13,10 @@ import pytest
 from joma_lib.base.memory import keep_freed_memory
 
 # A training loop in small: gradient steps of a stacked read-out (two runs' 30,000 x 300 weights, 72 MB; its
-# gradient is allocated and freed at every step). The page faults of 8 steps, after 8 to settle, before and after
-# the setting.
+# gradient is allocated and freed at every step). The page faults of 8 steps, the fewest of a few such windows, before
+# and after the setting: kept, the heap still grows for its first windows, by a step's output (3,750 pages) or its
+# gradient (17,578) now and then, until its free blocks fit every step's buffers (measured: 23,906-52,735 in the
+# first window, 0-11,251 in the second, then 0-3,750); the system allocator faults ~150,000 in every window.
 _PROBE = """
 import json, resource
 import torch
@@ -32,10 +34,10 @@ def faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 faults()
-system = faults()
+system = min(faults() for _ in range(2))
 took = keep_freed_memory()
 faults()
-print(json.dumps({"took": took, "system": system, "kept": faults()}))
+print(json.dumps({"took": took, "system": system, "kept": min(faults() for _ in range(4))}))
 """
 
 
@@ -50,8 +52,8 @@ def test_kept_memory_is_reused_without_page_faults():
     if not probe["took"]:
         pytest.skip("this C library is not glibc: nothing was changed")
     # the system allocator faults the gradient's pages in again at every step (72 MB: 17,578 pages of 4 KiB, or
-    # 35 huge pages); kept, the heap serves it from pages already in (measured here: 0-3,750 in 8 steps, against
-    # ~150,000)
+    # 35 huge pages); kept, the heap serves it from pages already in once it has grown to fit (measured: 0 in the
+    # fewest of 4 windows, against ~150,000)
     assert probe["system"] >= 8 * 30, probe
     assert probe["kept"] <= probe["system"] // 10, probe
 
