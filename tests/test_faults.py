@@ -282,7 +282,8 @@ def test_download_has_a_total_deadline_and_remembers_the_failure(server, tmp_pat
     start = time.monotonic()
     with pytest.raises(OfficialDataMissing, match="earlier in this process"):
         download(server.url + path, tmp_path / "f.pt", "0" * 64, timeout=0.5, deadline=1.5)
-    assert time.monotonic() - start < 0.1 and server.hits == [path]  # not retried
+    # not retried: a second try would have waited at least its timeout (0.5 s); below that, slack for a busy machine
+    assert time.monotonic() - start < 0.5 and server.hits == [path]
 
 
 def test_slow_headers_are_cut_off_by_the_deadline(server, tmp_path):
