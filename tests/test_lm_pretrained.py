@@ -10,7 +10,6 @@ from joma_lib.lm.pretrained import (
     SOURCES,
     hidden_state_cosines,
     hub_available,
-    load_default,
     load_pretrained,
     token_embedding_cosines,
 )
@@ -57,13 +56,6 @@ def test_hub_models_fail_fast_offline(monkeypatch, no_network):
     for name in ("pythia-70m", "opt-125m"):
         with pytest.raises(InputUnavailableError, match="offline"):  # at once: no connection is even tried
             load_pretrained(name)
-
-
-def test_default_falls_back_to_packaged_models_offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr("joma_lib.lm.pretrained.load_pretrained", lambda name: name)
-    models, note = load_default()
-    assert models == ["smollm2-135m", "minilm-l6"] and note.startswith("offline")
 
 
 def test_unknown_model_is_rejected():

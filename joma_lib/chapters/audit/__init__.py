@@ -6,6 +6,7 @@ Its page imports from here and from :mod:`joma_lib.kit` only: ``__all__`` is the
 
 from __future__ import annotations
 
+from joma_lib.base.io import InputUnavailableError
 from joma_lib.chapters.audit.exploration import exploration_markdown
 from joma_lib.chapters.audit.figures import EMBEDDING_COS_BOUND, HIDDEN_COS_BOUND, make_pretrained
 from joma_lib.kit.sweeps import FULL_RESULTS
@@ -14,7 +15,7 @@ from joma_lib.theory.table1.exploration import (EXPLORED, MAX_CPU_SECONDS, MAX_I
 from joma_lib.theory.table1.runs import CONFIGS
 
 __all__ = [
-    "CONFIGS", "EMBEDDING_COS_BOUND", "EXPLORED", "FULL_RESULTS", "HIDDEN_COS_BOUND", "MAX_CPU_SECONDS",
-    "MAX_INIT_LAYER0", "MAX_LOSS_FRACTION", "exploration_markdown", "make_pretrained",
+    "CONFIGS", "EMBEDDING_COS_BOUND", "EXPLORED", "FULL_RESULTS", "HIDDEN_COS_BOUND", "InputUnavailableError",
+    "MAX_CPU_SECONDS", "MAX_INIT_LAYER0", "MAX_LOSS_FRACTION", "exploration_markdown", "make_pretrained",
     "read_explorations", "select_configuration",
 ]

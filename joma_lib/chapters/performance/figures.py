@@ -99,7 +99,7 @@ FIGURES = [
         plot=plot_precision,
         tolerances={"minibatch": READ_BACK, "seeds": READ_BACK},
         default_tol=TRAINED,
-        claims=(Claim("rerun-bf16-matches-fp32", "Sec. 6 (Fig. 6), companion re-run",
+        claims=(Claim("rerun-bf16-matches-fp32", "Fig. 6, companion re-run",
                       "bf16 training leaves the re-run's attention-entropy curve inside the fp32 seed spread "
                       "(bf16 seed mean inside the fp32 seeds' range at >= 90% of checkpoints; not met if bf16 "
                       f"changed no value by {UNCHANGED_NATS:g} nats or the fp32 range is narrower than that)",

@@ -215,7 +215,7 @@ def _salient_share(data: FigureData) -> float:
 
 
 SALIENCY_CLAIMS = (
-    Claim("thm2-saliency-factorisation", "Sec. 4 (saliency)",
+    Claim("thm2-saliency-factorisation", "Theorem 2 (saliency)",
           r"Saliency factorises: $\mathbb E[g x_l] = \mathbb E[g\mid l,m]\,\mathbb P[l\mid m]$, all three estimated "
           "from independent samples, "
           "worst |z| over tokens (4.5 standard errors)", lambda d: float(np.abs(d["mc_factorisation_z"]).max()),
