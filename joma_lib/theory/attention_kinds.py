@@ -1,4 +1,4 @@
-"""The attention kinds of JoMA's Transformer block, as a registry (paper Sec. 3 and Theorem 1).
+"""The attention kinds of JoMA's Transformer block, as a registry (the paper's setting and Theorem 1).
 
 An attention kind is everything the block (:mod:`joma_lib.theory.block`) and Theorem 1
 (:mod:`joma_lib.theory.invariants`) need to know about it:
@@ -9,8 +9,8 @@ An attention kind is everything the block (:mod:`joma_lib.theory.block`) and The
 * the **coefficient** ``c(T)`` of the invariant, ``G(z) - r c(T) sum_k v_k^2 = const`` (``r = eta_z / eta_w``);
 * whether it is **normalised** over the tokens (softmax): Theorem 1 then has the extra mean-attention term
   ``-r c(T) b-bar sum_k ||v_k||^2``, and a bag needs at least one token with ``x_l > 0``;
-* the logit ``z_start`` at which toy runs start (linear attention outputs ``b = 0`` at ``z = 0`` and would
-  never move);
+* the logit ``z_start`` at which toy runs start (linear attention starts at 1: at ``z = 0`` its output ``b``
+  is zero, and ``G(z) = z^2`` fixes ``z`` only up to sign, which the inverse takes from ``z(0)``);
 * optionally its **score** in numpy, ``g(s)`` and ``g'(s)`` for a kernel of the form ``b = x g(s)`` (normalised
   over the tokens for normalised kinds): the hand-written gradients of
   :func:`joma_lib.theory.block_engines.train_sgd_numpy` (the fast path of the Theorem 1 widget) need it; a kind without

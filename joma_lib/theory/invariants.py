@@ -198,7 +198,8 @@ def theorem1_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n
 
     ``W`` and ``A`` start at scale 0.3 so that the logits move by ``O(1)`` within a few hundred SGD steps of
     learning rate 0.1 (the residual check is then not vacuous). ``z(0) = 0`` except for linear attention,
-    where ``z(0) = 1`` (with ``z = 0`` linear attention outputs ``b = 0`` and the logits never move).
+    where ``z(0) = 1``: at ``z = 0`` its output ``b`` starts at zero, and its invariant fixes ``z`` only up to
+    sign, which :func:`predicted_logits` takes from ``z(0)`` (undefined at 0).
     Returns ``(spec, X, y, state)`` with one replica.
     """
     spec = BlockSpec(n_context=8, d=12, n_hidden=6, n_classes=4, attention=attention, phi=phi,

@@ -8,8 +8,8 @@ from joma_lib.chapters.explore.figures import FIG4_SPREAD, MODES
 from joma_lib.kit.explorer import Axes, Control, Explorer, Trace
 
 
-_TITLES = {"linear": "linear (Theorem 2): v \u2190 v + \u03b7 \u0394\u2218a",
-           "nonlinear": "nonlinear (Theorem 4): v \u2190 v + \u03b7 (\u03bc \u2212 v)\u2218a"}
+_TITLES = {"linear": "linear (Theorem 2): v \u2190 v + \u03b7 \u0394\u2218b",
+           "nonlinear": "nonlinear (Theorem 4): v \u2190 v + \u03b7 (\u03bc \u2212 v)\u2218b"}
 
 
 def _check_grid(grid: dict[str, np.ndarray]) -> None:
@@ -63,7 +63,7 @@ def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
                           tuple(float(s) for s in spreads)),
                   Control("temperature", "temperature \u03c4\u1d65", tuple(float(t) for t in temps))),
         panels=(Axes("step", "components v<sub>j</sub>(t) (colour: rank of \u03bc<sub>j</sub>)"),
-                Axes("step", "attention entropy H(a(t))", y_axis={"rangemode": "tozero"})),
+                Axes("step", "attention entropy H(b(t))", y_axis={"rangemode": "tozero"})),
         traces=tuple(traces), titles=titles,
         menus=({"active": 0, "font": {"size": 10},
                 "buttons": [{"method": "relayout", "label": f"v axis: {scale}", "args": [{"yaxis.type": scale}]}

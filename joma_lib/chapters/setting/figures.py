@@ -60,11 +60,11 @@ def plot_embeddings(data: FigureData) -> Figure:
 
 
 SETTING_CLAIMS = (
-    Claim("setting-orthonormal-embeddings", "Sec. 3 (assumption)",
+    Claim("setting-orthonormal-embeddings", "the setting (orthonormal-embeddings assumption)",
           r"The embeddings the analysis assumes are orthonormal: $\max|U^\top U - I|$",
           lambda d: float(np.abs(d["gram_orthonormal"] - np.eye(len(d["gram_orthonormal"]))).max()), "<", 1e-12,
           kind="sanity", threshold_set="before-data"),
-    Claim("setting-random-near-orthogonal", "Sec. 3 (assumption)",
+    Claim("setting-random-near-orthogonal", "the setting (orthonormal-embeddings assumption)",
           "Random embeddings approach it as the dimension grows: coherence / Johnson-Lindenstrauss bound, worst d "
           "(and the coherence must fall with d)",
           lambda d: float(np.max(d["coherence"] / d["jl_eps"])) if np.all(np.diff(d["coherence"]) < 0)
@@ -77,7 +77,7 @@ FIGURES = [
     FigureSpec(
         fig_id="c-setting-embeddings",
         title="Orthonormal embeddings, and how far random embeddings are from them",
-        paper_ref="companion (Sec. 3 assumption)",
+        paper_ref="companion (the setting's orthonormal-embeddings assumption)",
         chapter="book/setting.md",
         make=make_embeddings,
         plot=plot_embeddings,

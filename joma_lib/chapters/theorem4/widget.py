@@ -2,7 +2,7 @@
 
 The reader picks the saliency/target vector (through a generator: the paper's random draw, an
 even ramp or a geometric ramp, with its range and size), the nonlinearity (Theorem 4's
-``(mu - v) o a`` update or Theorem 2's linear ``Delta o a``), the attention temperature, the
+``(mu - v) o b`` update or Theorem 2's linear ``Delta o b``), the attention temperature, the
 step size and the number of steps. Every change re-runs :func:`simulate_profile` (compute) and
 redraws a persistent matplotlib figure with :class:`Fig4Drawing` (draw) into a PNG image widget.
 
@@ -37,7 +37,7 @@ MAX_POINTS = 500  # recorded states per run: keeps drawing cheap for any number 
 LEGEND = ("x axes: iteration. Left: components v_j (yellow = largest mu_j or Delta_j; dotted = targets mu_j; "
           "linear case on a log scale above 1). Right: attention entropy in nats (black), uniform level ln n "
           "(grey dashes), fixed point H(softmax(mu^2/tau_v)) (orange dots).")
-MODES = {"nonlinear: v += eta (mu - v) o a": True, "linear: v += eta Delta o a": False}
+MODES = {"nonlinear: v += eta (mu - v) o b": True, "linear: v += eta Delta o b": False}
 
 
 class ProfileRun(NamedTuple):
