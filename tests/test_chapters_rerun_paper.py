@@ -191,3 +191,22 @@ def test_the_runs_in_agree_with_the_runs_the_performance_page_plans():
     done, total = paper.paper_runs_in()
     assert total == len(paper_sweep_configs())
     assert done == total - sum(paper_runs_waiting().values())
+
+
+def test_the_claims_name_the_corpus_vocabulary_and_precision_of_the_stored_runs(tmp_path):
+    """Every claim says what its runs trained on, read from the json beside the stored results: the stand-in and its
+    capped vocabulary in bf16 for the runs so far, WikiText-2 with its whole vocabulary where a sweep trained there."""
+    import json
+
+    meta = json.loads(PAPER_SO_FAR.with_suffix(".json").read_text())
+    assert {(c["data"], c["max_vocab"]) for c in meta["configs"]} == {("wikivital", 33_278)}
+    assert paper.trained_setting((PAPER_SO_FAR,)) == (
+        True, "the Wikipedia-leads stand-in, vocabulary capped at 33,278 words, bf16")
+    standin, setting = paper.trained_setting()  # the whole sweep's results once they exist, else the runs so far
+    assert paper.RERUN.endswith("on a stand-in corpus") == standin
+    assert all(f"(on {setting}; the paper's model and schedule" in c.statement for c in paper.PAPER_CLAIMS)
+    wt2 = {"configs": [dict(meta["configs"][0], data="wikitext2", max_vocab=None, precision="fp32")], "trained": []}
+    (tmp_path / "wt2.json").write_text(json.dumps(wt2))
+    assert paper.trained_setting((tmp_path / "none.npz", tmp_path / "wt2.npz")) == (
+        False, "WikiText-2, its whole vocabulary, fp32")
+    assert paper.trained_setting((tmp_path / "none.npz",))[0] is False

@@ -17,7 +17,9 @@ from joma_lib.base.precision import PRECISION_CHOICES
 from joma_lib.base.validation import check_choice, check_float, check_int
 
 ADAM_RESET = ("epoch", "never")
-#: WikiText-2's vocabulary (the paper's runs): the read-out size when a config sets no ``max_vocab``
+#: the word vocabulary of WikiText-2's token files (the authors' tokenizer keeps fewer words, about 28,782 by our
+#: reading of their code): the read-out size of the throw-away model that times a config without ``max_vocab``
+#: (precision ``auto``), and the cap of the paper-scale runs on the offline stand-in (``--max-vocab 33278``)
 WIKITEXT2_VOCAB = 33_278
 #: ``paper``: the authors' post-LN model (:class:`~joma_lib.lm.model.TransformerLM`); ``gptneox``: Pythia's architecture
 #: (:class:`~joma_lib.lm.pythia.NeoXLM`, Fig. 7)

@@ -1,9 +1,11 @@
 """Fig. 7: stable rank of the lower MLP matrix over training, on a Pythia-architecture model.
 
-The slides we could read say that the stable rank ``srank(W) = ||W||_F^2 / ||W||_2^2`` of "the lower layer of MLP"
-shows the bouncing-back effect as well. Which models, layers, checkpoints and axes the paper's figure uses we
-could not see. Our assumptions: the matrix is the MLP input matrix ``W_1`` (Pythia's ``dense_h_to_4h``) of every
-layer, and the models are pre-trained ones with public training checkpoints, of which we read Pythia's.
+The slides we could read say that the stable rank of "the lower layer of MLP" shows the bouncing-back effect as
+well. Which models, layers, checkpoints and axes the paper's figure uses we could not see. Our assumptions: the
+figure is the paper's Fig. 7 (the number is reconstructed); the stable rank is the usual
+``srank(W) = ||W||_F^2 / ||W||_2^2`` (also reconstructed: the paper's definition is not in our sources); the matrix
+is the MLP input matrix ``W_1`` (Pythia's ``dense_h_to_4h``) of every layer, and the models are pre-trained ones
+with public training checkpoints, of which we read Pythia's.
 
 * Online, the real Pythia checkpoints are read by :func:`joma_lib.lm.pythia.checkpoint_stable_ranks`
   (the book page does so when the hub is reachable; nothing here depends on it).

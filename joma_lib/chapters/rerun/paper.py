@@ -7,7 +7,9 @@ steps), for Fig. 6 at 1/2/5/10 layers and lr 1e-4 and for Fig. 8 at 5 layers and
 Face hub answers, otherwise on the labelled offline stand-in (Wikipedia leads, vocabulary cut to 33,278 words,
 the size of WikiText-2's vocabulary in its standard word-level release): ``bash benchmarks/gpu_checks.sh``
 runs ``python -m joma_lib.lm run --preset paper paper-lr --stack --max-vocab 33278 --device cuda`` and
-collects the results into :data:`PAPER_RESULTS`.
+collects the results into :data:`PAPER_RESULTS`. The GPU machines have no network, so the runs stored so far trained
+on the stand-in, in bf16; every claim names the corpus, vocabulary and precision of the stored runs, read from the
+json beside them (:func:`trained_setting`, :data:`CONFIGURATION`).
 
 Until that file exists the claims below are ``not-run`` in the ledger, with the reason: how many of the sweep's
 runs have finished so far (:data:`~joma_lib.kit.sweeps.PAPER_SO_FAR`, :func:`paper_runs_in`). The first five are
@@ -34,6 +36,7 @@ value makes a measure NaN, which fails (numpy's reductions keep a NaN where Pyth
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -43,14 +46,58 @@ import numpy as np
 from joma_lib.kit.sweeps import PAPER_SO_FAR, RESULTS_DIR, paper_runs_waiting
 from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit.registry import Claim, FigureData, OnlineClaim
+from joma_lib.lm.data import OFFLINE_STANDIN
 from joma_lib.lm.presets import paper_sweep_configs
 
 PAPER_RESULTS = RESULTS_DIR / "rerun-paper.npz"
 FIG6_DEPTHS = (1, 2, 5, 10)
 FIG8_LRS = (1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2)
 DIP_NATS, DEEP_REBOUND_NATS, U_NATS, COLLAPSED_NATS = 0.1, 0.2, 0.1, 0.05
-CONFIGURATION = ("paper scale: d 200 / FFN 200, 58,000 steps of 20 x 35 tokens, Adam (reset every epoch), "
-                 "3 seeds")
+#: how the claims name each corpus the runs may have trained on (:data:`~joma_lib.lm.data.CORPORA`)
+CORPUS_NAMES = {"wikitext2": "WikiText-2", "wikitext103": "WikiText-103",
+                "wikivital": "the Wikipedia-leads stand-in", "ptb": "the Penn Treebank stand-in"}
+
+
+def trained_setting(paths: tuple[str | Path, ...] = (PAPER_RESULTS, PAPER_SO_FAR)) -> tuple[bool, str]:
+    """Whether the stored paper-scale runs trained on another corpus than the sweep asks for (a stand-in), and
+    their corpus, vocabulary and precision ("the Wikipedia-leads stand-in, vocabulary capped at 33,278 words,
+    bf16"), read from the json beside the first of ``paths`` that has one: the whole sweep's results, else the runs
+    so far. Without either: not a stand-in as far as is known, and the corpus the sweep asks for, or offline its
+    stand-in."""
+    wanted = paper_sweep_configs()[0].data
+    for path in map(Path, paths):
+        meta_path = path.with_suffix(".json")
+        if not meta_path.exists():
+            continue
+        meta = json.loads(meta_path.read_text())
+        configs, trained = meta.get("configs", []), meta.get("trained", [])
+        if not configs:
+            continue
+        corpora = sorted({c["data"] for c in configs})
+        vocabularies = sorted({c.get("max_vocab") or 0 for c in configs})
+        precisions = sorted({t["precision_used"] for t in trained if "precision_used" in t}
+                            or {c["precision"] for c in configs})
+        corpus = " and ".join(CORPUS_NAMES.get(name, name) for name in corpora)
+        vocabulary = " / ".join(f"vocabulary capped at {v:,} words" if v else "its whole vocabulary"
+                                for v in vocabularies)
+        return corpora != [wanted], f"{corpus}, {vocabulary}, {' / '.join(precisions)}"
+    return False, f"{CORPUS_NAMES[wanted]} or, offline, {CORPUS_NAMES[OFFLINE_STANDIN]}"
+
+
+def _configuration() -> tuple[str, str]:
+    """How every claim names its runs: "Re-run at the paper's scale", "on a stand-in corpus" when the stored runs
+    trained on one (:func:`trained_setting`), and the setting in full: the corpus, vocabulary and precision of the
+    stored runs, then the paper's model and schedule (:func:`~joma_lib.lm.presets.paper_sweep_configs`)."""
+    sweep = paper_sweep_configs()
+    cfg = sweep[0]
+    standin, trained = trained_setting()
+    reset = "Adam reset every epoch" if cfg.adam_reset == "epoch" else "one Adam throughout"
+    return (f"Re-run at the paper's scale{' on a stand-in corpus' if standin else ''}",
+            f"on {trained}; the paper's model and schedule: d {cfg.d} / FFN {cfg.d_ff}, {cfg.steps:,} steps of "
+            f"{cfg.batch_size} x {cfg.seq_len} tokens, {reset}, {len({c.seed for c in sweep})} seeds")
+
+
+RERUN, CONFIGURATION = _configuration()
 
 
 def paper_runs_in(finished: str | Path = PAPER_SO_FAR) -> tuple[int, int]:
@@ -200,23 +247,23 @@ def _claim(claim_id: str, ref: str, statement: str, measure: Callable[[FigureDat
 
 PAPER_CLAIMS = (
     _claim("fig6-paper-rerun-every-layer-dips-and-recovers", "Fig. 6",
-           f"Re-run at the paper's scale: every layer of the 1-, 2- and 5-layer models (lr 1e-4) dips and recovers, "
+           f"{RERUN}: every layer of the 1-, 2- and 5-layer models (lr 1e-4) dips and recovers, "
            f"each by more than {DIP_NATS} nats", shallow_dip_and_rebound, ">", DIP_NATS),
     _claim("fig6-paper-rerun-deep-upper-layers-recover", "Fig. 6",
-           f"Re-run at the paper's scale: layers 3-9 of the 10-layer model recover by more than {DEEP_REBOUND_NATS} "
+           f"{RERUN}: layers 3-9 of the 10-layer model recover by more than {DEEP_REBOUND_NATS} "
            "nats", deep_upper_rebound, ">", DEEP_REBOUND_NATS),
     _claim("fig6-paper-rerun-depth-lowers-loss", "Fig. 6",
-           "Re-run at the paper's scale: the best validation loss falls with depth (1, 2, 5, 10 layers): the largest "
+           f"{RERUN}: the best validation loss falls with depth (1, 2, 5, 10 layers): the largest "
            "step from one depth to the next is negative", lambda d: float(np.diff(best_loss_by_depth(d)).max()),
            "<", 0.0),
     _claim("fig8-paper-rerun-lr-u-shape", "Fig. 8",
-           f"Re-run at the paper's scale: the best validation loss over Fig. 8's seven learning rates has its minimum "
+           f"{RERUN}: the best validation loss over Fig. 8's seven learning rates has its minimum "
            f"inside the range, both ends worse by more than {U_NATS} nats", lr_u_depth, ">", U_NATS),
     _claim("fig8-paper-rerun-best-lr-dips-and-recovers", "Fig. 8",
-           f"Re-run at the paper's scale: at the learning rate with the best validation loss, every layer of the "
+           f"{RERUN}: at the learning rate with the best validation loss, every layer of the "
            f"5-layer model dips and recovers by more than {DIP_NATS} nats", best_lr_dip_and_rebound, ">", DIP_NATS),
     _claim("fig8-paper-rerun-high-lr-collapse", "Fig. 8",
-           f"Re-run at the paper's scale: at lr 1e-3 and 1e-2 layer 0's attention ends below {COLLAPSED_NATS} nats "
+           f"{RERUN}: at lr 1e-3 and 1e-2 layer 0's attention ends below {COLLAPSED_NATS} nats "
            "of entropy (one token per query), as in the authors' runs (seen in their data, not claimed by the paper)",
            high_lr_layer0_final, "<", COLLAPSED_NATS, kind="companion"),
 )
