@@ -60,8 +60,11 @@ def test_the_claims_hold_on_a_run_that_shows_the_papers_patterns():
      {c.claim_id for c in paper.PAPER_CLAIMS}),
     # the mechanism in the attention, but depth does not help and the best lr sits at an end of the range
     (_dip_and_bounce, lambda d, lr: 5.4 + 0.01 * d - 0.2 * np.log10(lr),
-     {"fig6-paper-rerun-depth-lowers-loss", "fig8-paper-rerun-lr-u-shape",
+     {"fig6-paper-rerun-depth-lowers-loss", "fig8-paper-rerun-lr-u-shape", "fig8-paper-rerun-best-lr-is-fig6-rate",
       "fig8-paper-rerun-best-lr-dips-and-recovers"}),
+    # a U over learning rate, the mechanism at its bottom, but the bottom at 5e-5 instead of Fig. 6's rate
+    (_dip_and_bounce, lambda d, lr: 5.4 - 0.1 * np.log2(d) + 0.3 * (np.log10(lr) + 4.3) ** 2,
+     {"fig8-paper-rerun-best-lr-is-fig6-rate"}),
 ])
 def test_a_run_without_the_mechanism_fails_them(shape, loss, failing):
     verdicts = _verdicts(_sweep(shape, loss))
@@ -78,8 +81,8 @@ def test_a_hole_in_the_sweep_fails_the_claims_it_touches_and_is_not_skipped():
     top_lr = np.isclose(good["lr"], 1e-2)
     # the lr-1e-2 runs absent: every claim that reads them fails, the others still hold
     assert {k for k, v in _verdicts(_without(good, top_lr)).items() if v == "fails"} == {
-        "fig8-paper-rerun-lr-u-shape", "fig8-paper-rerun-best-lr-dips-and-recovers",
-        "fig8-paper-rerun-high-lr-collapse"}
+        "fig8-paper-rerun-lr-u-shape", "fig8-paper-rerun-best-lr-is-fig6-rate",
+        "fig8-paper-rerun-best-lr-dips-and-recovers", "fig8-paper-rerun-high-lr-collapse"}
     # layer 0 does not collapse at lr 1e-2, and one seed's last value there is missing
     loose = {k: v.copy() for k, v in good.items()}
     loose["attn_entropy"][top_lr, :, 0] = 2.5
@@ -118,7 +121,7 @@ def test_the_claims_wait_for_every_run_of_the_sweep_whole(tmp_path, monkeypatch)
 def test_they_are_in_the_ledger_as_claims_set_before_data_and_not_run_until_the_run_is_stored(
         tmp_path, monkeypatch):
     claims = {k: v for k, v in online_claims().items() if k.startswith(("fig6-paper-rerun", "fig8-paper-rerun"))}
-    assert len(claims) == len(paper.PAPER_CLAIMS) == 6
+    assert len(claims) == len(paper.PAPER_CLAIMS) == 7
     assert {(o.claim.threshold_set, o.page) for o in claims.values()} == {("before-data", "book/rerun.md")}
     # the layer-0 collapse at high lr is seen in the authors' data, not claimed by the paper: a companion check
     assert {k for k, o in claims.items() if o.claim.kind == "companion"} == {"fig8-paper-rerun-high-lr-collapse"}

@@ -224,6 +224,15 @@ def lr_u_depth(data: FigureData) -> float:
     return float(np.min(losses[[0, -1]]) - losses[k]) if 0 < k < len(losses) - 1 else 0.0
 
 
+def best_lr_offset(data: FigureData) -> float:
+    """``|log10(best lr) - log10(1e-4)|``: how many decades the learning rate with Fig. 8's best validation loss
+    lies from 1e-4, Fig. 6's rate; NaN if a learning rate's loss is missing."""
+    losses = best_loss_by_lr(data)
+    if not np.isfinite(losses).all():
+        return float("nan")
+    return float(abs(np.log10(FIG8_LRS[int(np.argmin(losses))]) + 4.0))
+
+
 def best_lr_dip_and_rebound(data: FigureData) -> float:
     """The smallest :func:`dip_and_rebound` of the 5-layer model's layers at its best learning rate; NaN if a
     learning rate's loss is missing (the best one is then unknown)."""
@@ -259,6 +268,9 @@ PAPER_CLAIMS = (
     _claim("fig8-paper-rerun-lr-u-shape", "Fig. 8",
            f"{RERUN}: the best validation loss over Fig. 8's seven learning rates has its minimum "
            f"inside the range, both ends worse by more than {U_NATS} nats", lr_u_depth, ">", U_NATS),
+    _claim("fig8-paper-rerun-best-lr-is-fig6-rate", "Fig. 8",
+           f"{RERUN}: the best validation loss over Fig. 8's seven learning rates is at lr 1e-4, the rate of Fig. 6 "
+           "(the panel the authors' plotting script sets in bold): |log10(best lr) + 4|", best_lr_offset, "<", 0.01),
     _claim("fig8-paper-rerun-best-lr-dips-and-recovers", "Fig. 8",
            f"{RERUN}: at the learning rate with the best validation loss, every layer of the "
            f"5-layer model dips and recovers by more than {DIP_NATS} nats", best_lr_dip_and_rebound, ">", DIP_NATS),
