@@ -67,11 +67,11 @@ NOT_YET_RUN = "not yet run"
 
 PENDING: tuple[PendingClaim, ...] = (
     PendingClaim("table1-layer0-learns", "Table 1",
-                 "Training raises the layer-0 alignment score with the level-0 latents above its value at "
-                 "initialisation.", NOT_YET_RUN, "book/table1.md"),
-    PendingClaim("table1-level-specific", "Table 1",
-                 "The hidden neurons of layer i align best with the latents of level i (not of other levels).",
-                 NOT_YET_RUN, "book/table1.md"),
+                 "Training on the real labels raises the layer-0 alignment with the level-0 latents more than "
+                 "training on shuffled labels does.", NOT_YET_RUN, "book/table1.md", kind="companion"),
+    PendingClaim("table1-level-specific", "Table 1 (our comparison)",
+                 "After training, no other layer matches latent level i better than layer i.",
+                 NOT_YET_RUN, "book/table1.md", kind="companion"),
     PendingClaim("fig5c-extra-latent-layer", "Fig. 5(c)",
                  "The panel with an extra latent layer in the hierarchy (the slides' 'deep latent distribution'): "
                  "which token associations are learned first.",
@@ -79,7 +79,7 @@ PENDING: tuple[PendingClaim, ...] = (
                  "only second-hand, so no test of it can be reconstructed from the paper", "book/fig5.md"),
     PendingClaim("fig6-bounce-without-adam-reset", "Fig. 6",
                  "The entropy bounce of Fig. 6 appears in a run without the per-epoch restart of Adam of the "
-                 "authors' script.", NOT_YET_RUN, "book/rerun.md"),
+                 "authors' script.", NOT_YET_RUN, "book/rerun.md", kind="companion"),
     PendingClaim("fig6-wikitext103-losses", "Fig. 6 (bottom row)",
                  "On WikiText-103 the best validation losses are 5.047 / 4.912 / 4.762 / 4.679 for 1/2/5/10 "
                  "layers and attention entropy drops then bounces back.",

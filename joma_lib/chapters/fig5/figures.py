@@ -75,7 +75,7 @@ def _fig5_bounce(data: FigureData) -> float:
 
 
 FIG5_CLAIMS = (
-    Claim("fig5-order", "Fig. 5, Theorem 5",
+    Claim("fig5-order", "Fig. 5(b), Theorems 4-5",
           "The query associates first with tokens whose common ancestor is lowest: smallest gap between "
           "association times of successive heights", _association_order, ">", 0.0,
           kind="sanity", threshold_set="before-data"),
