@@ -43,12 +43,31 @@ def test_components_are_integrated_each_with_its_own_index():
     np.testing.assert_allclose(y[1], y0 * np.exp(-decay.reshape(2, 3)), rtol=1e-8)
 
 
+def test_a_bounded_rhs_may_cross_a_stretch_that_float64_time_cannot_resolve():
+    """dy/dt = K / (1 + K e^{-y}), y(0) = 0, K = 1e20: t(y) = y/K + 1 - e^{-y}. Near t = 1 the rate climbs from 1 to K
+    while t moves by ~1e-19, below its float64 spacing there; after it y = K (t - 1) to rounding. The blow-up
+    detector takes that for a blow-up; ``can_blow_up=False`` (a bounded rhs) crosses it."""
+    K = 1e20
+    t = [0.5, 1.5, 2.0]
+    y = integrate_autonomous(lambda y, rows: K / (1 + K * np.exp(-y)), [[0.0]], t, can_blow_up=False)[:, 0, 0]
+    np.testing.assert_allclose(y, [np.log(2.0), 0.5 * K, K], rtol=1e-9)
+    assert np.isnan(integrate_autonomous(lambda y, rows: K / (1 + K * np.exp(-y)), [[0.0]], t)[1:]).all()
+
+
+def test_a_bounded_rhs_that_overflows_float64_stops_with_nan():
+    """dy/dt = 1e100: y passes float64's largest value at t ~ 1.8e208; from then on NaN."""
+    y = integrate_autonomous(lambda y, rows: np.full_like(y, 1e100), [[0.0]], [1e208, 1e209], can_blow_up=False)
+    np.testing.assert_allclose(y[0, 0, 0], 1e308, rtol=1e-12)
+    assert np.isnan(y[1, 0, 0])
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"y0": np.ones(3)}, "y0 must be a 2-D array"),
     ({"t_eval": [1.0, 0.5]}, "t_eval"),
     ({"rtol": 0.0}, "rtol"),
     ({"atol": -1.0}, "atol"),
     ({"max_steps": 0}, "max_steps"),
+    ({"can_blow_up": "no"}, "can_blow_up must be True or False, got 'no'"),
 ])
 def test_bad_arguments_name_the_argument(kwargs, match):
     args = {"y0": np.ones((1, 1)), "t_eval": [0.0, 1.0], **kwargs}

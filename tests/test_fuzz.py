@@ -25,7 +25,8 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from joma_lib.theory import attention_kinds, bags, block, dynamics, embeddings, invariants, latent_tree, nonlinear
+from joma_lib.theory import (attention_kinds, bags, block, combination_hierarchy, dynamics, embeddings, invariants,
+                             latent_tree, nonlinear)
 from joma_lib.base import io
 from joma_lib.base import ode
 from joma_lib.theory import saliency, softmax_dynamics
@@ -92,6 +93,7 @@ RUN_CONFIG = RunConfig(n_layers=1)
 MIXTURE = nonlinear.toy_mixture()
 LABELS = bags.dirichlet_bags(4, 3, 6, seed=0)[1]
 STATE = block.init_state(SPEC, [0])
+HIERARCHY = combination_hierarchy.CombinationHierarchy(n_vocab=20, seq_len=8, level_sizes=(4,), n_class=4)
 #: derivatives for the ODE solver: a good one, one that is NaN at t = 0, one of the wrong shape, one that is not an
 #: array
 RHS: dict[str, Callable[..., Any]] = {"decay": lambda y, rows: -y, "nan": lambda y, rows: np.full_like(y, np.nan),
@@ -126,7 +128,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "invariants.attention_potential": (invariants.attention_potential, {"z": _arr((4,)), "attention": _attn()}),
     "invariants.normalized_correlation": (invariants.normalized_correlation, {"a": _arr((2, 4)), "b": _arr((2, 4))}),
     "table1_model.alignment_score": (table1_model.alignment_score, {
-        "active": _arr((6, 2), 0, 1), "hidden": _arr((6, 3)), "min_corr": _num(-1, 1)}),
+        "active": _arr((6, 2), 0, 1), "hidden": _arr((6, 3)), "min_corr": _num(0, 1)}),
     "embeddings.orthonormal_embeddings": (embeddings.orthonormal_embeddings, {
         "d": _int(1, 12), "n_tokens": _int(1, 12)}),
     "embeddings.cosine_matrix": (embeddings.cosine_matrix, {"E": _arr((4, 3))}),
@@ -134,6 +136,8 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "latent_tree.cooccurrence_closed_form": (latent_tree.cooccurrence_closed_form, {
         "rho": _num(0, 1), "H": _int(1, 6), "marginal": _num(0, 1)}),
     "latent_tree.cooccurrence_approx": (latent_tree.cooccurrence_approx, {"H": _int(1, 6), "L": _int(1, 6)}),
+    "latent_tree.approximation_error_bound": (latent_tree.approximation_error_bound, {
+        "H": st.one_of(_int(0, 6), _arr((3,), 0, 6)), "L": _int(1, 6)}),
     "latent_tree.association_dynamics": (latent_tree.association_dynamics, {
         "mu": _arr((3,), 0.1, 3), "times": _arr((4,), 0, 5)}),
     "latent_tree.association_time": (latent_tree.association_time, {"mu": _num(0.1, 3), "fraction": _num(0.1, 0.99)}),
@@ -149,6 +153,12 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "dynamics.integrate_nonlinear": (dynamics.integrate_nonlinear, {
         "mu": _arr((3,), 0.5, 4), "t_eval": st.one_of(_arr((3,), 0, 5), st.sampled_from([[0, 1e9], [0, 1e307]])),
         "v0": _num(0, 0.4)}),
+    "dynamics.nonlinear_by_quadrature": (dynamics.nonlinear_by_quadrature, {
+        "mu": st.one_of(_arr((3,), 0.5, 4), _arr((3,), 30, 45)),
+        "t_eval": st.one_of(_arr((3,), 0, 5), st.sampled_from([[0, 1e9], [0, 1e307]])), "v0": _num(0, 0.4)}),
+    "combination_hierarchy.of_labels": (HIERARCHY.of_labels, {
+        "labels": st.one_of(st.lists(st.integers(0, 3), min_size=1, max_size=5).map(np.array),
+                            st.sampled_from([np.array([-1]), np.array([4]), np.array([1.5]), [[0]], "0", None]))}),
     "invariants.invariant_gap": (invariants.invariant_gap, {
         "z": st.one_of(_arr((4,)), _arr((5,))), "V": st.one_of(_arr((4, 3)), _arr((5, 3))), "attention": _attn(),
         "temperature": _num(0.1, 5), "lr_ratio": _num(0.1, 5)}),

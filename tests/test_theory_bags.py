@@ -51,3 +51,12 @@ def test_dirichlet_bags_draw_each_class_around_its_profile():
         bags = X[:, y == c]  # 10,000 draws: the mean's standard error is below 0.0015
         np.testing.assert_allclose(bags.mean(axis=1), p, atol=0.01)
         np.testing.assert_allclose(bags.var(axis=1), p * (1 - p) / (2.0 * n_context + 1), rtol=0.1)
+
+
+def test_dirichlet_bags_draw_with_concentration_times_n_context():
+    """x ~ Dirichlet(concentration * M_C * p_y): its mean is p_y and Var x_l = p_l (1 - p_l) / (concentration M_C + 1)
+    (the docstring said Dirichlet(concentration * p_y), which has a variance M_C times larger when p is uniform)."""
+    X, y = dirichlet_bags(8, 2, 40_000, concentration=0.5, signal=0.0, seed=2)
+    p = np.full(8, 1 / 8)  # signal 0: every class profile is uniform
+    np.testing.assert_allclose(X.mean(axis=1), p, rtol=0.03)
+    np.testing.assert_allclose(X.var(axis=1), p * (1 - p) / (0.5 * 8 + 1), rtol=0.05)

@@ -37,3 +37,11 @@ def test_sequences_of_one_class_are_one_leaf_set():
 def test_impossible_settings_are_refused_naming_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
         CombinationHierarchy(**kwargs)
+
+
+@pytest.mark.parametrize("labels", [[-1], [20], [1.5], np.array([0.0, 1.0]), [[0, 1]], [True]])
+def test_labels_outside_the_classes_are_refused_naming_them(labels):
+    """-1 gave class 19's sequence, 20 and 1.5 a bare IndexError (n_class = 20)."""
+    with pytest.raises(ValueError, match=r"labels must be a 1-D array of integer class labels in \[0, 19\], got"):
+        CombinationHierarchy().of_labels(labels)
+    np.testing.assert_array_equal(CombinationHierarchy().of_labels([19, 0]).labels, [19, 0])

@@ -7,8 +7,8 @@ import pytest
 from scipy.integrate import solve_ivp
 from scipy.special import erf
 
-from joma_lib.theory.dynamics import (blowup_time, convergence_rate_ratio, erf_ratio, integrate_linear,
-                                      integrate_nonlinear, linear_closed_form, linear_limits)
+from joma_lib.theory.dynamics import (MAX_RATE_V, blowup_time, convergence_rate_ratio, erf_ratio, integrate_linear,
+                                      integrate_nonlinear, linear_closed_form, linear_limits, nonlinear_by_quadrature)
 from joma_lib.base.ode import integrate_autonomous
 from joma_lib.theory.softmax_dynamics import fig4_mu
 
@@ -105,6 +105,35 @@ def test_nonlinear_u_keeps_growing_where_v_is_already_mu():
     np.testing.assert_allclose(rate, np.exp(fig4_mu() ** 2 / 2), rtol=1e-8)  # ... but u is exact
 
 
+@pytest.mark.parametrize("mu", [8.0, 9.0, 10.0])
+def test_nonlinear_crosses_a_rise_faster_than_float64_resolves_t(mu):
+    """From |mu| ~ 8 u rises near t ~ 1/mu on a time scale ~exp(-mu^2/2), below the float64 spacing of t there:
+    the stepper must cross it (u ~ 6.5e13 .. 4.5e21 at t = 1 fits float64) and agree with the quadrature."""
+    t = np.array([0.0, 0.05, 0.5, 1.0, 10.0])
+    mus = np.array([mu, -mu, 1.0])
+    ode, quad = integrate_nonlinear(mus, t), nonlinear_by_quadrature(mus, t)
+    assert np.isfinite(ode.u).all() and ode.u[-2, 0] > 1e13
+    np.testing.assert_allclose(ode.u[1:], quad.u[1:], rtol=1e-8)
+    np.testing.assert_allclose(ode.v, quad.v, rtol=1e-9)
+
+
+def test_convergence_rate_ratio_for_large_targets():
+    """mu = (10, 9.5): the ratio of the rates approaches exp((100 - 90.25)/2) with an O(1/t) error."""
+    ratio, limit = convergence_rate_ratio([10.0, 9.5], [0.5, 1.0, 100.0])
+    assert np.isfinite(ratio).all()
+    assert abs(ratio[-1] / limit - 1) < abs(ratio[0] / limit - 1) < 0.1
+
+
+def test_quadrature_refuses_what_leaves_float64_like_the_stepper():
+    """mu = 38 made the quadrature return NaN (the stepper raises); a u beyond float64 is refused by both."""
+    for solve in (integrate_nonlinear, nonlinear_by_quadrature):
+        with pytest.raises(ValueError, match=r"mu must lie in \[-37.68, 37.68\].*got \|mu\| up to 38"):
+            solve([38.0, 1.0], [0.0, 1.0])
+        with pytest.raises(ValueError, match=r"leaves float64 by t = 1e\+300.*t_eval or \|mu\| must be smaller"):
+            solve([10.0, 1.0], [0.0, 1.0, 1e300])
+    assert nonlinear_by_quadrature([MAX_RATE_V], [0.0, 1e-3]).u[-1, 0] > 0
+
+
 # ----------------------------------------------------------------------------- bad inputs
 @pytest.mark.parametrize("call, match", [
     (lambda: blowup_time([0.0, 0.0]), "delta"),
@@ -114,6 +143,9 @@ def test_nonlinear_u_keeps_growing_where_v_is_already_mu():
     (lambda: integrate_linear([], [1.0]), "delta"),
     (lambda: integrate_nonlinear([1.0, 0.0], [1.0]), "mu"),
     (lambda: integrate_nonlinear([1.0], [1.0], v0=1.0), "v0"),
+    (lambda: integrate_nonlinear([1.0, 2.0], [1.0], v0=[0.1, 0.2, 0.3]), r"v0 must broadcast to mu's shape \(2,\)"),
+    (lambda: nonlinear_by_quadrature([1.0, 2.0], [1.0], v0=[0.1, 0.2, 0.3]), r"v0 must broadcast to mu's shape"),
+    (lambda: integrate_nonlinear([1.0], [1.0], v0=40.0), r"v0 must lie in \[-37.68, 37.68\]"),
     (lambda: convergence_rate_ratio([2.0, 1.0], [1.0], j=2), "j"),
     (lambda: erf_ratio([1.0], [0.0]), "delta"),
 ])

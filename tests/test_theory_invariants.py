@@ -161,3 +161,14 @@ def test_mean_attention_at_uniform_logits_is_mean_bag():
     spec = BlockSpec(n_context=20, d=30, n_hidden=20, n_classes=20, attention="softmax", temperature=0.5,
                      top_layer=False)
     np.testing.assert_allclose(mean_attention(spec, np.zeros((1, 20)), X)[0], X.mean(axis=1), rtol=1e-12)
+
+
+def test_softmax_flow_check_is_the_small_step_limit_of_toy_check():
+    """flow_check("softmax") needs b-bar (the mean attention at t = 0, as toy_check takes it; it raised "b_bar ...
+    is required"): its logits and residual at t = 1 are those of SGD with lr_w = 0.01 (100 steps) to O(lr)."""
+    flow = flow_check("softmax", "identity", t_end=1.0, n_points=3)
+    sgd = toy_check("softmax", "identity", steps=100, lr_w=0.01, record_every=50, engine="numpy")
+    assert np.abs(flow["z"][-1]).max() > 5e-3  # the logits moved
+    assert flow["residual"][-1] > 0.1  # Theorem 1's softmax form is approximate: its residual is not vacuous
+    np.testing.assert_allclose(flow["residual"], sgd["residual"], atol=3e-3)
+    np.testing.assert_allclose(flow["z"], sgd["z"], atol=3e-5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from joma_lib.theory.dynamics import nonlinear_by_quadrature
 from joma_lib.theory.latent_tree import (
     HBLT,
     approximation_error_bound,
@@ -134,6 +135,24 @@ def test_attention_from_association() -> None:
     assert np.array_equal(attention_from_association(np.array([0.0, 0.25]), np.zeros(2)), [0.0, 1.0])
 
 
+def test_association_dynamics_for_large_targets() -> None:
+    """scale = 9 gives targets up to 8.1, whose rise of u is faster than float64 resolves t (it raised): the
+    association still follows Theorem 4's ODE, checked against the quadrature."""
+    mu = association_targets(HBLT(depth=3), 0, scale=9.0)
+    times = np.array([0.0, 0.5, 1.0])
+    v = association_dynamics(mu, times)
+    active = mu > 0
+    assert mu.max() > 8 and np.all(v[:, ~active] == 0)
+    np.testing.assert_allclose(v[:, active], nonlinear_by_quadrature(mu[active], times).v, rtol=1e-12)
+    np.testing.assert_allclose(v[-1, active], mu[active], rtol=1e-9)
+
+
+def test_the_approximation_takes_integer_heights() -> None:
+    """Arrays of integer heights give one value per height; a negative "upper bound" (H = 0.25) is refused."""
+    np.testing.assert_allclose(approximation_error_bound(np.arange(3), 4), [0.0, 1 / 32, 6 / 32])
+    np.testing.assert_allclose(cooccurrence_approx([0, 4], 4), [1.0, 0.0])
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: HBLT(depth=0), "depth"),
     (lambda: HBLT(depth=3, rho=0.0), "rho"),
@@ -152,6 +171,9 @@ def test_attention_from_association() -> None:
     (lambda: cooccurrence_monte_carlo(np.zeros(5, dtype=bool), 1, 0), "2-D"),
     (lambda: cooccurrence_approx(5, 4), "H"),
     (lambda: approximation_error_bound(-1, 4), "H"),
+    (lambda: approximation_error_bound(0.25, 4), r"H must be an integer or an array of integers in \[0, L\]"),
+    (lambda: approximation_error_bound(np.array([1.0, np.nan]), 4), "H must be an integer .*got"),
+    (lambda: cooccurrence_approx(np.array([1, 2.5]), 4), "H must be an integer .*got"),
     (lambda: cooccurrence_closed_form(0.5, 1, marginal=0.0), "marginal"),
     (lambda: association_targets(HBLT(depth=2), 0, scale=-1.0), "scale"),
     (lambda: association_dynamics(np.array([1.0, -1.0]), np.array([0.0, 1.0])), "mu"),

@@ -136,3 +136,14 @@ def test_jacobian_matches_the_update_along_a_small_push():
 def test_jacobian_rejects_a_batch_of_states():
     with pytest.raises(ValueError, match=r"v must have shape \(2,\)"):
         decayed_jacobian(np.ones((3, 2)), -0.6, two_cluster_mixture(0.2), 0.5)
+
+
+def test_a_mixture_given_as_lists_keeps_the_checked_arrays(mixture):
+    """Lists pass the checks; the mixture keeps them as float arrays (not the lists, which have no ``shape``)."""
+    as_lists = ClusterMixture(mixture.centres.tolist(), mixture.weights.tolist(), mixture.grad.tolist(), mixture.sigma)
+    assert all(isinstance(a, np.ndarray) and a.dtype == np.float64
+               for a in (as_lists.centres, as_lists.weights, as_lists.grad))
+    v = np.full(mixture.centres.shape[1], 0.3)
+    for got, want in zip(expected_relu_update(v, -0.2, as_lists), expected_relu_update(v, -0.2, mixture)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(expected_linear_update(as_lists), expected_linear_update(mixture))

@@ -94,3 +94,13 @@ def test_bad_arguments_raise(model):
         salient_token_dynamics(model, min_gap=1.5)
     with pytest.raises(ValueError, match="n_classes"):
         toy_token_model(2)
+
+
+def test_a_model_given_as_lists_keeps_the_checked_arrays(model):
+    """Lists pass the checks; the model keeps them as float arrays (not the lists, on which ``@`` fails later)."""
+    as_lists = TokenModel(model.class_prob.tolist(), model.presence.tolist(), model.grad.tolist(), list(model.names))
+    assert all(isinstance(a, np.ndarray) and a.dtype == np.float64
+               for a in (as_lists.class_prob, as_lists.presence, as_lists.grad))
+    assert as_lists.names == model.names
+    np.testing.assert_array_equal(saliency(as_lists), saliency(model))
+    np.testing.assert_array_equal(salient_token_dynamics(as_lists).attention, salient_token_dynamics(model).attention)

@@ -30,7 +30,8 @@ _E = _B5 - _B4
 
 
 def integrate_autonomous(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0: object, t_eval: object,
-                         rtol: float = 1e-10, atol: float = 1e-12, max_steps: int = 200_000) -> np.ndarray:
+                         rtol: float = 1e-10, atol: float = 1e-12, max_steps: int = 200_000,
+                         can_blow_up: bool = True) -> np.ndarray:
     """Integrate many independent autonomous ODEs ``dy_i/dt = rhs(y_i)`` from ``t = 0`` at once.
 
     A vectorised Dormand-Prince 5(4) method with **one adaptive step size per row**: every
@@ -41,12 +42,19 @@ def integrate_autonomous(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0
     (so per-problem parameters can be looked up) and returns their derivatives.
 
     Returns ``y`` of shape ``(len(t_eval), rows, n)``. A row whose step size collapses (a
-    finite-time blow-up, as in Theorem 2 at ``t >= t*``) gets NaN from then on.
+    finite-time blow-up, as in Theorem 2 at ``t >= t*``) gets NaN from then on: with ``can_blow_up=True``
+    (the default) once its step falls below ``1e-13 max(t, 1)``. A caller whose ``rhs`` is bounded along every
+    path (no blow-up possible) passes ``can_blow_up=False``: a row may then cross a stretch faster than the
+    float64 resolution of ``t`` (steps that leave ``t`` unchanged, as Theorem 4's ``u`` needs near
+    ``t ~ 1/|mu|`` for ``|mu|`` above about 8), and only a step size that underflows float64 (an ``rhs`` that
+    overflows) or a step that changes neither ``t`` nor ``y`` (``y`` about to overflow) stops it.
     """
     t_eval = check_times("t_eval", t_eval)
     rtol = check_float("rtol", rtol, 0, low_open=True)
     atol = check_float("atol", atol, 0, low_open=True)
     max_steps = check_int("max_steps", max_steps, 1)
+    if not isinstance(can_blow_up, bool):
+        raise ValueError(f"can_blow_up must be True or False, got {can_blow_up!r}")
     y = np.array(y0, dtype=np.float64)
     if y.ndim != 2:
         raise ValueError(f"y0 must be a 2-D array rows x n, got shape {y.shape}")
@@ -98,19 +106,25 @@ def integrate_autonomous(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0
             nxt[landed] += 1
             landed = landed[nxt[landed] < t_eval.size]
             landed = landed[t_eval[nxt[landed]] <= t[landed]]
-        # a collapsed step size means the solution left every bounded set (blow-up): stop that row
-        dead = act[h[act] < 1e-13 * np.maximum(t[act], 1.0)]
+        # a collapsed step size means the solution left every bounded set (blow-up): stop that row. With a bounded
+        # rhs only a step size that underflows, or an accepted step that moves neither t nor y (y at the end of
+        # float64's range), stops it
+        if can_blow_up:
+            dead = act[h[act] < 1e-13 * np.maximum(t[act], 1.0)]
+        else:
+            stalled = ok & (t[act] == ta) & np.all(y[act] == ya, axis=1)
+            dead = act[(h[act] < np.finfo(np.float64).tiny) | stalled]
         nxt[dead] = t_eval.size
     raise RuntimeError(f"integrate_autonomous: not finished after max_steps={max_steps} steps")
 
 
 def integrate_components(rate: Callable[[np.ndarray, np.ndarray], np.ndarray], y0: np.ndarray,
-                          t_eval: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+                          t_eval: np.ndarray, rtol: float, atol: float, can_blow_up: bool = True) -> np.ndarray:
     """Integrate decoupled scalar ODEs, one per entry of ``y0``, each with its own step size.
 
     ``rate(y, flat_index)`` returns ``dy/dt`` for the entries ``flat_index`` of ``y0.ravel()``.
-    Result shape ``(len(t_eval),) + y0.shape``.
+    Result shape ``(len(t_eval),) + y0.shape``; ``can_blow_up`` as in :func:`integrate_autonomous`.
     """
     flat = integrate_autonomous(lambda y, rows: rate(y[:, 0], rows)[:, None], y0.reshape(-1, 1), t_eval,
-                                rtol=rtol, atol=atol)
+                                rtol=rtol, atol=atol, can_blow_up=can_blow_up)
     return flat.reshape((t_eval.size,) + y0.shape)

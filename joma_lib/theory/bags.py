@@ -46,9 +46,11 @@ profile itself, and near float64's limit they overflow to NaN."""
 
 def dirichlet_bags(n_context: int, n_classes: int, n_samples: int, concentration: float = 1.0,
                    signal: float = 4.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Heterogeneous inputs: ``n_samples`` bags, each its own draw ``x ~ Dirichlet(concentration * p_y)``.
+    """Heterogeneous inputs: ``n_samples`` bags, each its own draw ``x ~ Dirichlet(concentration * M_C * p_y)``.
 
-    Class ``c`` prefers token ``c mod M_C``: ``p_c`` is uniform plus ``signal`` on that token, normalised.
+    ``M_C = n_context``, so ``concentration`` is the mean Dirichlet parameter per token (the parameters sum to
+    ``concentration * M_C``). Class ``c`` prefers token ``c mod M_C``: ``p_c`` is uniform plus ``signal`` on that
+    token, normalised.
     Small ``concentration`` gives sparse, very different bags within a class. Returns ``(X, y)``
     with ``X`` (M_C, N) and balanced labels ``y`` (N,).
     """

@@ -85,7 +85,10 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
         dL/dz = g'(s) / T * sum_n X * dL/da
 
     and the SGD update ``theta <- theta - lr dL/dtheta`` (``lr_z`` for ``z``, ``lr_w`` for ``W``, ``lr_top`` for
-    ``A``). Only kinds with a registered ``score`` are supported (ValueError naming the kind otherwise).
+    ``A``). Only kinds with a registered ``score`` are supported (ValueError naming the kind otherwise). For
+    normalised kinds (softmax, whose score is ``exp``) ``s`` is first shifted by its largest entry per replica, as the
+    torch kernel does: ``g`` and ``g'`` both scale by ``exp(-max s)``, which cancels in ``b`` and in ``dL/dz``, and
+    large logits no longer overflow.
     """
     check_state(spec, state)
     steps, record_every = training_length(state, steps, record_every)
@@ -107,7 +110,10 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
     times, zs, Ws, losses = [], [], [], []
     with np.errstate(over="ignore", invalid="ignore"):
         for step in range(steps + 1):
-            g, dg = score(z / spec.temperature)                           # (R, M_C)
+            s = z / spec.temperature
+            if kind.normalized:  # exp score: g(s - c) = e^{-c} g(s), and e^{-c} cancels in b and in dL/dz
+                s = s - s.max(axis=1, keepdims=True)
+            g, dg = score(s)                                              # (R, M_C)
             b = X * g[..., None]                                          # a = X g(s), (R, M_C, N)
             S = b.sum(axis=1, keepdims=True) if kind.normalized else None
             if S is not None:

@@ -94,8 +94,13 @@ class CombinationHierarchy:
         return self.of_labels(rng.integers(self.n_class, size=n))
 
     def of_labels(self, labels: np.ndarray) -> HierarchySample:
-        """The sequences of the given class labels: each row is a function of its label alone (no randomness)."""
-        n = len(labels)
+        """The sequences of the given class labels (integers in ``[0, n_class)``): each row is a function of its
+        label alone (no randomness)."""
+        labels = np.asarray(labels)
+        if labels.ndim != 1 or labels.dtype.kind not in "iu" or np.any(labels < 0) or np.any(labels >= self.n_class):
+            raise ValueError(f"labels must be a 1-D array of integer class labels in [0, {self.n_class - 1}], got "
+                             f"{labels!r}")
+        n = labels.size
         on = np.eye(self.n_class, dtype=bool)[labels]
         active = [on]
         for k in range(len(self.level_sizes) - 1, -1, -1):

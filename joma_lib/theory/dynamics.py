@@ -35,10 +35,12 @@ from scipy.fft import dct
 from scipy.special import erf, erfinv
 
 from joma_lib.base.ode import integrate_components
-from joma_lib.base.validation import as_finite_array, check_float, check_int, check_times
+from joma_lib.base.validation import as_finite_array, check_broadcast, check_float, check_int, check_times
 
 SQRT_PI_OVER_2 = float(np.sqrt(np.pi / 2))
 SQRT2 = float(np.sqrt(2.0))
+MAX_RATE_V = float(np.sqrt(2.0 * np.log(np.finfo(np.float64).max)))
+"""The largest ``|v|`` whose rate ``exp(v^2/2)`` fits float64 (about 37.68)."""
 
 
 def _check_delta(delta: object) -> np.ndarray:
@@ -168,30 +170,48 @@ def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
     directly would just return ``v = mu``.
 
     Args:
-        mu: targets, components on the last axis (any leading batch shape); non-zero.
+        mu: targets, components on the last axis (any leading batch shape); non-zero, ``|mu| <= MAX_RATE_V``
+            (about 37.68; beyond, the rate ``exp(mu^2/2)`` overflows float64). From ``|mu|`` about 9 the rise of
+            ``u`` near ``t ~ 1/|mu|`` is faster than float64 resolves ``t``; it takes about ``50 mu^2`` steps
+            (seconds at ``|mu| = 30``).
         t_eval: output times (non-decreasing, >= 0). Late times are fine: ``u`` grows like
             ``exp(mu^2/2) t``, finite up to ``t`` near ``1e300 exp(-mu^2/2)`` (``v`` is ``mu`` to the last bit
-            long before); a ``t_eval`` or a ``|mu|`` (above about 37, where ``exp(mu^2/2)`` overflows) that takes
-            ``u`` beyond float64 is refused with a ValueError.
-        v0: initial value(s), broadcastable to ``mu``; ``v0 != mu`` componentwise.
+            long before); a ``t_eval`` that takes ``u`` beyond float64 is refused with a ValueError.
+        v0: initial value(s), broadcastable to ``mu``; ``v0 != mu`` componentwise, ``|v0| <= MAX_RATE_V``.
     """
+    mu, t_eval, delta0 = _check_nonlinear_args(mu, t_eval, v0)
+    m, s = mu.ravel(), np.sign(delta0).ravel()
+    # du/dt = exp(v^2/2) <= exp(max(mu^2, v0^2) / 2), finite: no blow-up, steps below t's resolution are allowed
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, by name
+        u = integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
+                                  -np.log(np.abs(delta0)), t_eval, rtol, atol, can_blow_up=False)
+    _refuse_overflow(u, t_eval, mu)
+    v = mu * (1.0 - np.sign(delta0) * np.exp(-u))
+    return NonlinearSolution(t_eval, v, u)
+
+
+def _check_nonlinear_args(mu: object, t_eval: object, v0: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``mu``, ``t_eval`` and ``delta0 = 1 - v0/mu`` of Theorem 4's ODE, checked."""
     mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
     t_eval = check_times("t_eval", t_eval)
-    v0 = np.broadcast_to(as_finite_array("v0", v0), mu.shape)
+    v0 = check_broadcast("v0", as_finite_array("v0", v0), mu.shape, "mu's shape")
+    for name, value in (("mu", mu), ("v0", v0)):  # the rate exp(v^2/2) lies between exp(v0^2/2) and exp(mu^2/2)
+        if np.any(np.abs(value) > MAX_RATE_V):
+            raise ValueError(f"{name} must lie in [-{MAX_RATE_V:.4g}, {MAX_RATE_V:.4g}] (beyond, the rate "
+                             f"exp({name}^2/2) overflows float64), got |{name}| up to {float(np.max(np.abs(value))):g}")
     delta0 = 1.0 - v0 / mu
     if np.any(delta0 == 0):
         raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
-    m, s = mu.ravel(), np.sign(delta0).ravel()
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, by name
-        u = integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
-                                  -np.log(np.abs(delta0)), t_eval, rtol, atol)
+    return mu, t_eval, delta0
+
+
+def _refuse_overflow(u: np.ndarray, t_eval: np.ndarray, mu: np.ndarray) -> None:
+    """A ValueError naming ``t_eval`` and ``mu`` if ``u`` (shape ``(len(t_eval),) + mu.shape``) left float64."""
     if not np.isfinite(u).all():
         late = int(np.argmin(np.isfinite(u).reshape(len(t_eval), -1).all(axis=1)))
         raise ValueError(f"u = ln(1/|1 - v/mu|) leaves float64 by t = {t_eval[late]:g} (it grows at the rate "
                          f"exp(mu^2/2)): t_eval or |mu| must be smaller, got t_eval up to {t_eval[-1]:g} and |mu| up "
                          f"to {float(np.max(np.abs(mu))):g}")
-    v = mu * (1.0 - np.sign(delta0) * np.exp(-u))
-    return NonlinearSolution(t_eval, v, u)
 
 
 def _chebyshev_antiderivative(values: np.ndarray) -> np.ndarray:
@@ -225,49 +245,48 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
     Chebyshev nodes; the degree grows with ``m^2 W_0``), and ``t(u) = t`` is solved by Newton's method
     (``t'(u) = 1/f(u)``), safeguarded by bisection inside the bracket ``u_0 + t <= u <= u_0 + t max f``.
     :func:`integrate_nonlinear` (a step-size-controlled Runge-Kutta stepper) is the reference this is checked against.
-    Same arguments and result as it.
+    Same arguments, result and ValueErrors as it (also for a ``u`` that leaves float64).
     """
-    mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
-    t_eval = check_times("t_eval", t_eval)
+    mu, t_eval, delta0 = _check_nonlinear_args(mu, t_eval, v0)
     check_float("tol", tol, 0, 1e-3, low_open=True)
     check_int("max_iter", max_iter, 1)
-    v0 = np.broadcast_to(as_finite_array("v0", v0), mu.shape)
-    delta0 = 1.0 - v0 / mu
-    if np.any(delta0 == 0):
-        raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
     m2, s, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
+    f_max = np.exp(0.5 * m2 * np.maximum(1.0, (1.0 - s * w0) ** 2))  # the largest rate: exp(max(mu^2, v0^2) / 2)
     u0, c = -np.log(w0), np.exp(-0.5 * m2)
     n = int(np.clip(12 + np.max(m2 * w0 * (1.0 + 0.5 * w0)), 12, 400))  # degree: the exponent's range
     x = np.cos(np.pi * (np.arange(n) + 0.5) / n)[:, None]
     w = 0.5 * w0 * (x + 1.0)  # nodes in (0, W_0), never 0
     coef = _chebyshev_antiderivative(c * np.expm1(m2 * w * (s - 0.5 * w)) / w) * (0.5 * w0)
     h_w0 = coef.sum(axis=0)  # T_j(1) = 1
-    t = t_eval[:, None]
-    # bracket: 1 <= f <= f_max along the path, so u0 + t <= u(t) <= u0 + t f_max
-    lo, hi = u0 + t, u0 + t * np.exp(0.5 * m2 * np.maximum(1.0, (1.0 - s * w0) ** 2))
-    # start: the early-time line or the late-time asymptote, whichever is the tighter bound when f is monotone
-    early, late = u0 + t * np.exp(0.5 * m2 * (1.0 - s * w0) ** 2), u0 + (t - h_w0) / c
-    u = np.clip(np.where(s > 0, np.maximum(early, late), np.minimum(early, late)), lo, hi)
-    shape = u.shape
-    u, t, lo, hi = (np.broadcast_to(a, shape).ravel().copy() for a in (u, t, lo, hi))
-    col = np.broadcast_to(np.arange(m2.size), shape).ravel()  # the component of each entry
-    active = np.arange(u.size)
-    for _ in range(max_iter):  # safeguarded Newton (bisection when a step leaves the bracket), unconverged entries
-        ua, ca = u[active], col[active]
-        resid = c[ca] * (ua - u0[ca]) + h_w0[ca] - _clenshaw(coef[:, ca], 2.0 * np.exp(-ua) / w0[ca] - 1.0) - t[active]
-        above = resid > 0
-        hi[active] = np.where(above, ua, hi[active])
-        lo[active] = np.where(above, lo[active], ua)
-        new = ua - resid * np.exp(0.5 * m2[ca] * (1.0 - s[ca] * np.exp(-ua)) ** 2)
-        outside = (new < lo[active]) | (new > hi[active])
-        new = np.where(outside, 0.5 * (lo[active] + hi[active]), new)
-        u[active] = new
-        active = active[np.abs(new - ua) > tol * np.maximum(1.0, np.abs(ua))]
-        if active.size == 0:
-            break
-    else:
-        raise RuntimeError(f"nonlinear_by_quadrature: Newton did not converge in max_iter={max_iter} iterations")
+    with np.errstate(over="ignore", invalid="ignore"):  # a u beyond float64 is refused below, by name
+        t = t_eval[:, None]
+        # bracket: 1 <= f <= f_max along the path, so u0 + t <= u(t) <= u0 + t f_max
+        lo, hi = u0 + t, u0 + t * f_max
+        # start: the early-time line or the late-time asymptote, whichever is the tighter bound when f is monotone
+        early, late = u0 + t * np.exp(0.5 * m2 * (1.0 - s * w0) ** 2), u0 + (t - h_w0) / c
+        u = np.clip(np.where(s > 0, np.maximum(early, late), np.minimum(early, late)), lo, hi)
+        shape = u.shape
+        u, t, lo, hi = (np.broadcast_to(a, shape).ravel().copy() for a in (u, t, lo, hi))
+        col = np.broadcast_to(np.arange(m2.size), shape).ravel()  # the component of each entry
+        active = np.arange(u.size)
+        for _ in range(max_iter):  # safeguarded Newton (bisection when a step leaves the bracket), unconverged entries
+            ua, ca = u[active], col[active]
+            h_u = _clenshaw(coef[:, ca], 2.0 * np.exp(-ua) / w0[ca] - 1.0)  # H(e^{-u})
+            resid = c[ca] * (ua - u0[ca]) + h_w0[ca] - h_u - t[active]
+            above = resid > 0
+            hi[active] = np.where(above, ua, hi[active])
+            lo[active] = np.where(above, lo[active], ua)
+            new = ua - resid * np.exp(0.5 * m2[ca] * (1.0 - s[ca] * np.exp(-ua)) ** 2)
+            outside = (new < lo[active]) | (new > hi[active])
+            new = np.where(outside, 0.5 * (lo[active] + hi[active]), new)
+            u[active] = new
+            active = active[np.abs(new - ua) > tol * np.maximum(1.0, np.abs(ua))]
+            if active.size == 0:
+                break
+        else:
+            raise RuntimeError(f"nonlinear_by_quadrature: Newton did not converge in max_iter={max_iter} iterations")
     u = u.reshape((t_eval.size,) + mu.shape)
+    _refuse_overflow(u, t_eval, mu)
     return NonlinearSolution(t_eval, mu * (1.0 - np.sign(delta0) * np.exp(-u)), u)
 
 

@@ -254,12 +254,15 @@ def flow_check(attention: str = "exp", phi: str = "identity", lr_ratio: float = 
     where a pre-activation crosses 0, which an adaptive solver resolves only at great cost). Returns
     ``times``, ``z`` (n, M_C), ``V`` (n, M_C, K), ``residual`` (scaled by ``lr_ratio``) and
     ``residual_unscaled`` (n,).
+    For softmax ``b-bar`` is the mean attention at ``t = 0``, as in :func:`toy_check`.
     """
+    lr_ratio = check_float("lr_ratio", lr_ratio, 0, low_open=True)
+    times = np.linspace(0, check_float("t_end", t_end, 0, low_open=True), check_int("n_points", n_points, 2))
     spec, X, y, state = theorem1_toy(attention, phi)
-    traj = gradient_flow(spec, X, y, state, np.linspace(0, check_float("t_end", t_end, 0, low_open=True),
-                                                         check_int("n_points", n_points, 2)),
-                         lr_z=lr_ratio, lr_w=1.0, method="rk4" if phi == "relu" else "dop853")
+    traj = gradient_flow(spec, X, y, state, times, lr_z=lr_ratio, lr_w=1.0, method="rk4" if phi == "relu" else "dop853")
     V = traj.V(spec.embeddings()[0])
+    kw: dict[str, Any] = {"attention": attention, "temperature": spec.temperature,
+                          "b_bar": reference_mean_attention(spec, traj.z[0], X)}
     return {"times": traj.times, "z": traj.z[:, 0], "V": V[:, 0],
-            "residual": invariant_residual(traj.z, V, attention, lr_ratio=lr_ratio)[:, 0],
-            "residual_unscaled": invariant_residual(traj.z, V, attention)[:, 0]}
+            "residual": invariant_residual(traj.z, V, lr_ratio=lr_ratio, **kw)[:, 0],
+            "residual_unscaled": invariant_residual(traj.z, V, lr_ratio=1.0, **kw)[:, 0]}

@@ -221,25 +221,34 @@ def cooccurrence_closed_form(rho: float, H: int, marginal: float = 0.5) -> float
     return ((1 - r) ** 2 + 4 * r * m) / (2 * ((1 - r) + 2 * r * m))
 
 
+def _check_heights(H: object, L: int) -> np.ndarray:
+    """Heights ``H`` (an integer or an array of integers in ``[0, L]``) as float64; ValueError naming ``H`` else."""
+    try:
+        heights = np.asarray(H)
+        valid = heights.dtype.kind in "iu" and not np.any(heights < 0) and not np.any(heights > L)
+    except ValueError:  # a ragged nesting of lists
+        valid = False
+    if not valid:
+        raise ValueError(f"H must be an integer or an array of integers in [0, L] = [0, {L}], got {H!r}")
+    return heights.astype(np.float64)
+
+
 def cooccurrence_approx(H: int | np.ndarray, L: int) -> np.ndarray:
-    """The paper's approximation ``P[l | m] ~ 1 - H/L`` (Theorem 5)."""
+    """The paper's approximation ``P[l | m] ~ 1 - H/L`` (Theorem 5), for integer heights ``H`` in ``[0, L]``."""
     L = check_int("L", L, 1)
-    H = as_finite_array("H", H)
-    if np.any(H < 0) or np.any(H > L):
-        raise ValueError(f"H must lie in [0, L] = [0, {L}], got {H}")
+    H = _check_heights(H, L)
     return 1.0 - H / L
 
 
 def approximation_error_bound(H: int | np.ndarray, L: int) -> np.ndarray:
-    """Bound on ``(1 + rho^(2H))/2 - (1 - H/L)`` for ``rho = 1 - 1/L``: it lies in ``[0, H(2H-1)/(2L^2)]``.
+    """Bound on ``(1 + rho^(2H))/2 - (1 - H/L)`` for ``rho = 1 - 1/L`` and integer ``H`` in ``[0, L]``: it lies in
+    ``[0, H(2H-1)/(2L^2)]``.
 
     Proof: ``1 - n x <= (1 - x)^n <= 1 - n x + n(n-1) x^2 / 2`` for ``x in [0, 1]``; take ``n = 2H``, ``x = 1/L``.
     The bound is ``<= (H/L)^2``, small against ``H/L`` only when ``H << L``: the regime the paper claims.
     """
     L = check_int("L", L, 1)
-    H = np.asarray(H, dtype=float)
-    if np.any(H < 0) or np.any(H > L):
-        raise ValueError(f"H must lie in [0, L] = [0, {L}], got {H}")
+    H = _check_heights(H, L)
     return H * (2 * H - 1) / (2 * L * L)
 
 
@@ -291,9 +300,11 @@ def cooccurrence_monte_carlo(leaves: np.ndarray, l: int, m: int) -> tuple[float,
 def association_targets(tree: HBLT, m: int, scale: float = 3.0) -> np.ndarray:
     """Targets ``mu_l = scale * P[l | m]`` of the nonlinear dynamics for query ``m`` (entry ``m`` set to 0).
 
-    Reconstruction: Theorem 3 puts the critical point ``mu`` at a cluster centre, the
-    conditional mean of the token-presence vector, whose ``l``-th entry is ``P[l | m]``.
-    ``scale`` stands for the magnitude of the back-propagated gradient.
+    Reconstruction (book/fig5.md states it as its assumption): the mean of all contexts of query ``m``, whose
+    ``l``-th entry is ``P[l | m]``, scaled. Theorem 3 rests a linear node with weight decay ``lambda`` at
+    ``Delta / lambda``, ``Delta_l = E[g | l, m] P[l | m]``: these targets are that point when the discriminancy
+    ``E[g | l, m]`` is the same for every token (``scale = E[g | l, m] / lambda``); a nonlinear node rests near the
+    centre of the cluster it fires for instead.
     """
     m = tree.leaf_index("m", m)
     scale = check_float("scale", scale, 0.0, 10.0, low_open=True)

@@ -46,18 +46,20 @@ class ClusterMixture:
         centres = as_finite_array("centres", self.centres, min_ndim=2)
         w = as_finite_array("weights", self.weights, min_ndim=1)
         g = as_finite_array("grad", self.grad, min_ndim=1)
-        check_float("sigma", self.sigma, 0, low_open=True)
+        sigma = check_float("sigma", self.sigma, 0, low_open=True)
         if centres.ndim != 2:
             raise ValueError(f"centres must be a (C, d) array, got shape {centres.shape}")
         if w.shape != (centres.shape[0],) or np.any(w < 0) or abs(w.sum() - 1) > 1e-12:
             raise ValueError(f"weights must be a probability vector of length C = {centres.shape[0]}")
         if g.shape != w.shape:
             raise ValueError(f"grad must have shape {w.shape}, got {g.shape}")
+        for name, value in (("centres", centres), ("weights", w), ("grad", g), ("sigma", sigma)):
+            object.__setattr__(self, name, value)  # the checked values, not what was passed (e.g. lists)
 
     @property
     def strengths(self) -> np.ndarray:
         """``a_c = P[c] E[g | c]``, shape ``(C,)``."""
-        return np.asarray(self.weights) * np.asarray(self.grad)
+        return self.weights * self.grad
 
 
 def toy_mixture(d: int = 8, sigma: float = 0.15) -> ClusterMixture:

@@ -61,6 +61,8 @@ class TokenModel:
             raise ValueError(f"names must have {x.shape[1]} entries, got {len(self.names)}")
         if np.any(p @ x == 0):
             raise ValueError("every contextual token must have P[l | m] > 0")
+        for name, value in (("class_prob", p), ("presence", x), ("grad", g), ("names", tuple(self.names))):
+            object.__setattr__(self, name, value)  # the checked float arrays, not what was passed (e.g. lists)
 
 
 def toy_token_model(n_classes: int = 4) -> TokenModel:

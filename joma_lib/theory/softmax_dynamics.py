@@ -17,7 +17,15 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import xlogy
 
-from joma_lib.base.validation import as_finite_array, check_array_size, check_choice, check_float, check_int, check_work
+from joma_lib.base.validation import (
+    as_finite_array,
+    check_array_size,
+    check_broadcast,
+    check_choice,
+    check_float,
+    check_int,
+    check_work,
+)
 
 FIG4_N_TOKENS = 10
 
@@ -138,7 +146,7 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     """
     mu = as_finite_array("mu", mu, min_ndim=1)
     batch = mu.shape[:-1]
-    v = np.array(np.broadcast_to(as_finite_array("v0", v0), mu.shape))
+    v = np.array(check_broadcast("v0", as_finite_array("v0", v0), mu.shape, "mu's shape"))
     eta = _check_batch_param("eta", eta, batch, high=MAX_ETA)[..., None]
     temp = _check_batch_param("temperature", temperature, batch, low=MIN_TEMPERATURE)
     inv_t = (1.0 / temp)[..., None]

@@ -85,7 +85,7 @@ class Table1Config:
         check_float("lr", self.lr, 0.0, 1.0, low_open=True)
         check_float("weight_decay", self.weight_decay, 0.0, 1.0)
         check_int("n_test", self.n_test, 2, 10**6)
-        check_float("min_corr", self.min_corr, -1.0, 1.0)
+        check_float("min_corr", self.min_corr, 0.0, 1.0)
         if self.cpu_threads is not None:
             check_int("cpu_threads", self.cpu_threads, 1, 1024)
         check_choice("precision", self.precision, PRECISIONS)
@@ -208,21 +208,22 @@ def alignment_score(active: np.ndarray, hidden: np.ndarray, min_corr: float = 0.
     ``active``: ``(n, n_latents)`` 0/1 indicators of a latent level; ``hidden``: ``(n, n_units)``
     activations of one layer already max-pooled over positions. Constant columns (a latent never
     or always on, a dead neuron) correlate 0. Latents whose best correlation is ``<= min_corr``
-    are left out of the mean (the authors' recipe); the score is 0 if none is left.
+    are left out of the mean (the authors' recipe, ``max_corrs[max_corrs > 0.01].mean()``); the score is 0 if
+    none is left. ``min_corr`` lies in ``[0, 1]``, so the mean of what is kept is positive.
     """
     a = as_finite_array("active", active)
     h = as_finite_array("hidden", hidden)
     if a.ndim != 2 or h.ndim != 2 or a.shape[0] != h.shape[0] or a.shape[0] < 2:
         raise ValueError(f"active and hidden must be 2-D with the same number (>= 2) of rows, "
                          f"got shapes {a.shape} and {h.shape}")
-    min_corr = check_float("min_corr", min_corr, -1.0, 1.0)
+    min_corr = check_float("min_corr", min_corr, 0.0, 1.0)
     a, h = a - a.mean(axis=0), h - h.mean(axis=0)
     norm_a, norm_h = np.linalg.norm(a, axis=0), np.linalg.norm(h, axis=0)
     safe = np.outer(np.where(norm_a > 0, norm_a, 1.0), np.where(norm_h > 0, norm_h, 1.0))
     corr = np.where(np.outer(norm_a > 0, norm_h > 0), a.T @ h / safe, 0.0)
     best = corr.max(axis=1)
     kept = best[best > min_corr]
-    return float(np.clip(kept.mean(), 0.0, 1.0)) if kept.size else 0.0
+    return min(float(kept.mean()), 1.0) if kept.size else 0.0  # a correlation passes 1 only by rounding
 
 
 class RunResult(NamedTuple):
