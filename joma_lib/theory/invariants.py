@@ -213,6 +213,16 @@ def theorem1_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n
 TOY_ENGINES = ("torch", "numpy")
 
 
+def _toy_invariant(spec: BlockSpec, X: np.ndarray, z: np.ndarray, V: np.ndarray, lr_ratio: float
+                   ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """What Theorem 1's invariant reads along a toy run (its kind, temperature and, for softmax, ``b-bar`` = the
+    mean attention at ``t = 0``), and the run's ``residual`` (scaled by ``lr_ratio``) and ``residual_unscaled``."""
+    kw: dict[str, Any] = {"attention": spec.attention, "temperature": spec.temperature,
+                          "b_bar": reference_mean_attention(spec, z[0], X)}
+    return kw, {"residual": invariant_residual(z, V, lr_ratio=lr_ratio, **kw)[:, 0],
+                "residual_unscaled": invariant_residual(z, V, lr_ratio=1.0, **kw)[:, 0]}
+
+
 def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, concentration: float = 1.0,
               steps: int = 400, lr_w: float = 0.1, lr_ratio: float = 1.0, record_every: int = 1,
               temperature: float = 1.0, engine: str = "torch") -> dict[str, np.ndarray]:
@@ -233,17 +243,10 @@ def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, conc
                                       temperature=temperature)
     traj = run(spec, X, y, state, steps, lr_z=lr_ratio * lr_w, lr_w=lr_w, record_every=record_every)
     V = traj.V(spec.embeddings()[0])
-    kw: dict[str, Any] = {"attention": attention, "temperature": spec.temperature,
-                          "b_bar": reference_mean_attention(spec, traj.z[0], X)}
+    kw, residuals = _toy_invariant(spec, X, traj.z, V, lr_ratio)
     z_hat = predicted_logits(V, traj.z[0], V[0], lr_ratio=lr_ratio, **kw)[:, 0]
-    return {
-        "steps": traj.times,
-        "z": traj.z[:, 0],
-        "z_hat": z_hat,
-        "nc": normalized_correlation(z_hat, traj.z[:, 0]),
-        "residual": invariant_residual(traj.z, V, lr_ratio=lr_ratio, **kw)[:, 0],
-        "residual_unscaled": invariant_residual(traj.z, V, lr_ratio=1.0, **kw)[:, 0],
-    }
+    return {"steps": traj.times, "z": traj.z[:, 0], "z_hat": z_hat, "nc": normalized_correlation(z_hat, traj.z[:, 0]),
+            **residuals}
 
 
 def flow_check(attention: str = "exp", phi: str = "identity", lr_ratio: float = 1.0, t_end: float = 20.0,
@@ -261,8 +264,4 @@ def flow_check(attention: str = "exp", phi: str = "identity", lr_ratio: float = 
     spec, X, y, state = theorem1_toy(attention, phi)
     traj = gradient_flow(spec, X, y, state, times, lr_z=lr_ratio, lr_w=1.0, method="rk4" if phi == "relu" else "dop853")
     V = traj.V(spec.embeddings()[0])
-    kw: dict[str, Any] = {"attention": attention, "temperature": spec.temperature,
-                          "b_bar": reference_mean_attention(spec, traj.z[0], X)}
-    return {"times": traj.times, "z": traj.z[:, 0], "V": V[:, 0],
-            "residual": invariant_residual(traj.z, V, lr_ratio=lr_ratio, **kw)[:, 0],
-            "residual_unscaled": invariant_residual(traj.z, V, lr_ratio=1.0, **kw)[:, 0]}
+    return {"times": traj.times, "z": traj.z[:, 0], "V": V[:, 0], **_toy_invariant(spec, X, traj.z, V, lr_ratio)[1]}
