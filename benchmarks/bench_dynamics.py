@@ -9,7 +9,7 @@ outputs at the same times) and reports time and accuracy side by side:
   error is shown as the relative residual of ``sqrt(pi/2) erf(v/sqrt 2) = Delta t``). Every
   integrator is less accurate than the closed form, so the speed ratio is at *better* accuracy.
 * Theorem 4: ``nonlinear_by_quadrature`` (time as an integral of the state, inverted) and the
-  batched ``integrate_nonlinear`` (``u = ln 1/delta`` form) vs ``solve_ivp`` on the same ``u`` ODE;
+  batched ``integrate_nonlinear`` (``omega = ln 1/delta`` form) vs ``solve_ivp`` on the same ``omega`` ODE;
   errors against a DOP853 run at rtol 1e-13 (the quadrature is the more accurate, so its speed-up
   is at better than equal accuracy).
 * Figure 4: one batched ``simulate_softmax_attention`` call vs a loop of single runs.
@@ -98,24 +98,24 @@ def bench_theorem4(batch: int, repeats: int) -> dict[str, float]:
     mu = rng.uniform(1, 4, (batch, 5))
     t = np.linspace(0, 50, 40)
 
-    def u_rate(u: np.ndarray, m: np.ndarray) -> np.ndarray:
-        return np.exp(0.5 * (m * (1.0 - np.exp(-u))) ** 2)
+    def omega_rate(omega: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return np.exp(0.5 * (m * (1.0 - np.exp(-omega))) ** 2)
 
-    ref = scipy_batch(u_rate, np.zeros_like(mu), mu, t, "DOP853", rtol=1e-13, atol=1e-14)
+    ref = scipy_batch(omega_rate, np.zeros_like(mu), mu, t, "DOP853", rtol=1e-13, atol=1e-14)
     t_ours = best_time(lambda: integrate_nonlinear(mu, t), repeats)
-    err_ours = max_rel_err(integrate_nonlinear(mu, t).u[1:], ref[1:])
-    print(f"\nTheorem 4: {batch} problems x 5 components (mu ~ U[1,4]), u = ln 1/delta up to t = 50, rtol={RTOL:g}")
+    err_ours = max_rel_err(integrate_nonlinear(mu, t).omega[1:], ref[1:])
+    print(f"\nTheorem 4: {batch} problems x 5 components (mu ~ U[1,4]), omega = ln 1/delta up to t = 50, rtol={RTOL:g}")
     print(f"  {'method':<34}{'time [ms]':>11}{'max rel err':>13}{'batched DP5 faster by':>24}")
     print(f"  {'integrate_nonlinear (batched DP5)':<34}{t_ours * 1e3:>11.1f}{err_ours:>13.1e}{'':>24}")
     t_quad = best_time(lambda: nonlinear_by_quadrature(mu, t), max(repeats, 20))
-    err_quad = max_rel_err(nonlinear_by_quadrature(mu, t).u[1:], ref[1:])
+    err_quad = max_rel_err(nonlinear_by_quadrature(mu, t).omega[1:], ref[1:])
     print(f"  {'nonlinear_by_quadrature':<34}{t_quad * 1e3:>11.1f}{err_quad:>13.1e}"
           f"   (stepper / quadrature: {t_ours / t_quad:.0f}x)")
     out = {"batched_ms": t_ours * 1e3, "batched_err": err_ours, "quadrature_ms": t_quad * 1e3,
            "quadrature_err": err_quad}
     for method in ("RK45", "DOP853"):
         def run(method: str = method) -> np.ndarray:
-            return scipy_batch(u_rate, np.zeros_like(mu), mu, t, method)
+            return scipy_batch(omega_rate, np.zeros_like(mu), mu, t, method)
         elapsed = best_time(run, repeats)
         out[f"solve_ivp_{method}_ms"] = elapsed * 1e3
         out[f"solve_ivp_{method}_err"] = max_rel_err(run()[1:], ref[1:])

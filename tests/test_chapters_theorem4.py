@@ -77,7 +77,7 @@ def test_fig4_variants_data(figures_by_id):
 def test_rates_data(figures_by_id):
     d = figures_by_id["c-thm4-rates"]
     assert np.all(np.abs(d["ratios"][-1] / d["ratio_limits"] - 1) < 0.002)
-    assert np.all(d["u"][-1] > 100)  # delta = exp(-u) far below what v could resolve
+    assert np.all(d["omega"][-1] > 100)  # delta = exp(-omega) far below what v could resolve
 
 
 def test_float32_entropy_is_the_authors_loop_and_differs_from_float64_only_in_rounding(figures_by_id):
@@ -90,8 +90,8 @@ def test_float32_entropy_is_the_authors_loop_and_differs_from_float64_only_in_ro
 
 def test_underflow_time_is_where_delta_passes_the_decades():
     t300 = underflow_time(2.0, decades=300)
-    u = integrate_nonlinear([2.0], [t300 - 0.1, t300]).u[:, 0] / np.log(10)
-    assert u[0] < 300 <= u[1] and 90 < t300 < 100
+    decades = integrate_nonlinear([2.0], [t300 - 0.1, t300]).omega[:, 0] / np.log(10)
+    assert decades[0] < 300 <= decades[1] and 90 < t300 < 100
     assert underflow_time(2.0, decades=10) < t300  # fewer decades, sooner
     with pytest.raises(ValueError, match="stays above"):
         underflow_time(1.0, decades=300, t_max=1.0)
@@ -108,5 +108,5 @@ def test_entropy_run_summarises_the_curve(figures_by_id):
 def test_convergence_offsets_give_the_one_over_t_term_of_the_ratio():
     offsets = convergence_offsets([3.0, 2.0])
     assert np.all(offsets > 0)
-    u = integrate_nonlinear([3.0, 2.0], [50.0]).u[0]  # omega_j(t) = e^{mu_j^2/2} (t - t0_j), long after t0_j
-    np.testing.assert_allclose(u, np.exp(np.array([4.5, 2.0])) * (50.0 - offsets), rtol=1e-6)
+    omega = integrate_nonlinear([3.0, 2.0], [50.0]).omega[0]  # omega_j(t) = e^{mu_j^2/2} (t - t0_j), long after t0_j
+    np.testing.assert_allclose(omega, np.exp(np.array([4.5, 2.0])) * (50.0 - offsets), rtol=1e-6)

@@ -113,7 +113,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "dynamics.erf_ratio": (dynamics.erf_ratio, {"v": _arr((4,)), "delta": _arr((4,))}),
     "softmax_dynamics.softmax_attention": (softmax_dynamics.softmax_attention, {
         "v": _arr((2, 5)), "temperature": _num(0.1, 10)}),
-    "softmax_dynamics.row_entropy": (softmax_dynamics.row_entropy, {"a": _arr((2, 5), 0.0, 1.0)}),
+    "softmax_dynamics.row_entropy": (softmax_dynamics.row_entropy, {"b": _arr((2, 5), 0.0, 1.0)}),
     "softmax_dynamics.simulate_softmax_attention": (softmax_dynamics.simulate_softmax_attention, {
         "mu": _arr((5,), 0.5, 4), "v0": _num(0, 1), "eta": _num(1e-3, 2.0), "n_steps": _int(0, 200),
         "temperature": _num(0.1, 10)}),

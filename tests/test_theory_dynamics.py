@@ -89,31 +89,31 @@ def test_convergence_rate_ratio_tolerances():
     assert limit == pytest.approx(np.exp((1.5**2 - 1.0) / 2))
 
 
-def test_nonlinear_u_form_matches_direct_integration():
+def test_nonlinear_omega_form_matches_direct_integration():
     mu, v0 = np.array([1.2, 0.6, -0.8]), np.array([0.05, 0.9, 0.1])  # includes v0 > mu and mu < 0
     t = np.array([0.0, 0.3, 1.0, 2.5])
     sol = integrate_nonlinear(mu, t, v0)
     ref = solve_ivp(lambda _, v: (mu - v) * np.exp(v * v / 2), (0, t[-1]), v0, t_eval=t, rtol=1e-11, atol=1e-13)
     np.testing.assert_allclose(sol.v, ref.y.T, rtol=1e-7, atol=1e-10)
-    np.testing.assert_allclose(sol.u, -np.log(np.abs(1 - sol.v / mu)), rtol=1e-6)
+    np.testing.assert_allclose(sol.omega, -np.log(np.abs(1 - sol.v / mu)), rtol=1e-6)
 
 
-def test_nonlinear_u_keeps_growing_where_v_is_already_mu():
+def test_nonlinear_omega_keeps_growing_where_v_is_already_mu():
     sol = integrate_nonlinear(fig4_mu(), [100.0, 200.0], 0.05)
     np.testing.assert_array_equal(sol.v[-1], fig4_mu())  # delta underflowed in v ...
-    rate = (sol.u[1] - sol.u[0]) / 100.0
-    np.testing.assert_allclose(rate, np.exp(fig4_mu() ** 2 / 2), rtol=1e-8)  # ... but u is exact
+    rate = (sol.omega[1] - sol.omega[0]) / 100.0
+    np.testing.assert_allclose(rate, np.exp(fig4_mu() ** 2 / 2), rtol=1e-8)  # ... but omega is exact
 
 
 @pytest.mark.parametrize("mu", [8.0, 9.0, 10.0])
 def test_nonlinear_crosses_a_rise_faster_than_float64_resolves_t(mu):
-    """From |mu| ~ 8 u rises near t ~ 1/mu on a time scale ~exp(-mu^2/2), below the float64 spacing of t there:
-    the stepper must cross it (u ~ 6.5e13 .. 4.5e21 at t = 1 fits float64) and agree with the quadrature."""
+    """From |mu| ~ 8 omega rises near t ~ 1/mu on a time scale ~exp(-mu^2/2), below the float64 spacing of t there:
+    the stepper must cross it (omega ~ 6.5e13 .. 4.5e21 at t = 1 fits float64) and agree with the quadrature."""
     t = np.array([0.0, 0.05, 0.5, 1.0, 10.0])
     mus = np.array([mu, -mu, 1.0])
     ode, quad = integrate_nonlinear(mus, t), nonlinear_by_quadrature(mus, t)
-    assert np.isfinite(ode.u).all() and ode.u[-2, 0] > 1e13
-    np.testing.assert_allclose(ode.u[1:], quad.u[1:], rtol=1e-8)
+    assert np.isfinite(ode.omega).all() and ode.omega[-2, 0] > 1e13
+    np.testing.assert_allclose(ode.omega[1:], quad.omega[1:], rtol=1e-8)
     np.testing.assert_allclose(ode.v, quad.v, rtol=1e-9)
 
 
@@ -125,13 +125,13 @@ def test_convergence_rate_ratio_for_large_targets():
 
 
 def test_quadrature_refuses_what_leaves_float64_like_the_stepper():
-    """mu = 38 made the quadrature return NaN (the stepper raises); a u beyond float64 is refused by both."""
+    """mu = 38 made the quadrature return NaN (the stepper raises); an omega beyond float64 is refused by both."""
     for solve in (integrate_nonlinear, nonlinear_by_quadrature):
         with pytest.raises(ValueError, match=r"mu must lie in \[-37.68, 37.68\].*got \|mu\| up to 38"):
             solve([38.0, 1.0], [0.0, 1.0])
         with pytest.raises(ValueError, match=r"leaves float64 by t = 1e\+300.*t_eval or \|mu\| must be smaller"):
             solve([10.0, 1.0], [0.0, 1.0, 1e300])
-    assert nonlinear_by_quadrature([MAX_RATE_V], [0.0, 1e-3]).u[-1, 0] > 0
+    assert nonlinear_by_quadrature([MAX_RATE_V], [0.0, 1e-3]).omega[-1, 0] > 0
 
 
 # ----------------------------------------------------------------------------- bad inputs

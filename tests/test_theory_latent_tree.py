@@ -136,7 +136,7 @@ def test_attention_from_association() -> None:
 
 
 def test_association_dynamics_for_large_targets() -> None:
-    """scale = 9 gives targets up to 8.1, whose rise of u is faster than float64 resolves t (it raised): the
+    """scale = 9 gives targets up to 8.1, whose rise of omega is faster than float64 resolves t (it raised): the
     association still follows Theorem 4's ODE, checked against the quadrature."""
     mu = association_targets(HBLT(depth=3), 0, scale=9.0)
     times = np.array([0.0, 0.5, 1.0])

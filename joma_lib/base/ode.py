@@ -1,7 +1,7 @@
 """A general ODE solver: vectorised Dormand-Prince 5(4) with one adaptive step size per problem.
 
-Used by the modified-MLP dynamics of Theorems 2 and 4 (:mod:`joma_lib.theory.dynamics`), the multi-token flows of
-Theorem 4 (:mod:`joma_lib.theory.nonlinear`) and, through them, the hierarchy of Sec. 5
+Used by the modified-MLP dynamics of Theorems 2 and 4 (:mod:`joma_lib.theory.dynamics`), the ReLU flows on the sphere
+of Theorem 3 (:mod:`joma_lib.theory.nonlinear`) and, through them, the hierarchy of Sec. 5
 (:mod:`joma_lib.theory.latent_tree`).
 """
 

@@ -1,4 +1,4 @@
-"""Experiment runner for the language-model experiments (paper Sec. 6, Figs. 6 and 8).
+"""Experiment runner for the language-model experiments (the paper's Figs. 6 and 8).
 
 The command line (``python -m joma_lib.lm``) of the runs of :mod:`joma_lib.lm.step`: ``run`` trains (or
 resumes) a sweep here (:mod:`joma_lib.lm.sweep`) or on Slurm (:mod:`joma_lib.lm.cluster`), ``collect`` stacks the
@@ -54,7 +54,7 @@ from joma_lib.base.startup import command
 from joma_lib.base.validation import check_choice, check_float, check_int
 
 _FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
-_PAPER = RunConfig()  # the defaults are the paper's (Sec. 6): each option's help names its default
+_PAPER = RunConfig()  # the defaults are the paper's (Figs. 6 and 8): each option's help names its default
 #: what a default of None means, in the help of the options below
 _NONE_MEANS = {"eval_chunks": "all of it, as the authors", "max_vocab": "every word"}
 #: the options of one number each: name, type, what it sets

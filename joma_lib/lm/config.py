@@ -1,6 +1,6 @@
 """Settings of one language-model run (:class:`RunConfig`) and of a sweep of them (:func:`sweep_configs`).
 
-A run is one (corpus, depth, lr, seed); its defaults are the paper's (Sec. 6, Figs. 6 and 8). Its name is its
+A run is one (corpus, depth, lr, seed); its defaults are the paper's (Figs. 6 and 8). Its name is its
 folder's (:mod:`joma_lib.lm.runs`).
 """
 

@@ -1,4 +1,4 @@
-"""Real text for the language-model experiments (paper Sec. 6, Figs. 6 and 8).
+"""Real text for the language-model experiments (the paper's Figs. 6 and 8).
 
 The paper trains on WikiText-2/103. Those come from the Hugging Face hub through the
 ``datasets`` library when it is installed and the hub is reachable (the tokenised

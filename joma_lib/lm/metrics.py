@@ -1,4 +1,5 @@
-"""What the paper measures along training (Sec. 6): attention entropy, validation loss, stable rank.
+"""What the paper measures along training (Figs. 6 and 8; Fig. 7 reconstructed): attention entropy, validation loss,
+stable rank.
 
 * Attention entropy of one layer: for each causal attention row ``a_q`` (query ``q``,
   keys ``0..q``), ``H(a_q) = -sum_k a_qk log(a_qk + 1e-8)`` in nats, averaged over query

@@ -1,4 +1,4 @@
-"""The paper's language model (Sec. 6, Figs. 6 and 8): a causal post-LN Transformer.
+"""The paper's language model (its Figs. 6 and 8): a causal post-LN Transformer.
 
 It is the model of PyTorch's word-language-model tutorial as the authors configured it
 (d = 200, FFN width 200, one head, dropout 0.2, ReLU, no final LayerNorm, untied

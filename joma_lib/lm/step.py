@@ -1,4 +1,4 @@
-"""One training run of the language-model experiments (paper Sec. 6, Figs. 6 and 8): its step and its loop.
+"""One training run of the language-model experiments (the paper's Figs. 6 and 8): its step and its loop.
 
 One run = one (corpus, depth, lr, seed): Adam at constant lr, gradient clipping, token
 chunks read in order, and every ``eval_interval`` steps a checkpoint with the validation

@@ -1,4 +1,4 @@
-"""The Transformer block that JoMA analyses (paper Sec. 3; Theorem 1).
+"""The Transformer block that JoMA analyses (the paper's setting; Theorem 1).
 
 One query token and a bag of contextual tokens ``x`` (shape ``M_C``) go through
 

@@ -69,7 +69,7 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
     arguments, same :class:`Trajectory`, equal to rounding); about ten times faster on the toy block of the Theorem 1
     widget.
 
-    Forward pass of the block (paper Sec. 3), per replica, bags ``X`` (M_C, N), ``s = z/T``::
+    Forward pass of the block (the paper's setting, Theorem 1), per replica, bags ``X`` (M_C, N), ``s = z/T``::
 
         b = X * g(s)          (normalised kinds: divided by S = sum_l X_l g(s_l), per sample)
         f = U_C b + u_q,   u = W^T f,   h = phi(u),   o = A^T h   (o = h without a top layer)
@@ -155,7 +155,7 @@ def gradient_flow(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockSta
     """Integrate the gradient flow ``dW/dt = -lr_w dL/dW``, ``dz/dt = -lr_z dL/dz`` (and the top layer with
     ``lr_top``) from ``t = 0``, gradients by torch autograd in float64; record at the times ``t_eval``.
 
-    This is the continuous dynamics of paper Sec. 3 for which Theorem 1 is exact. ``method="dop853"`` is
+    This is the continuous dynamics of the paper's setting, for which Theorem 1 is exact. ``method="dop853"`` is
     scipy's adaptive 8th-order Runge-Kutta (``rtol``, ``atol``), for smooth ``phi``. ReLU makes the vector
     field discontinuous where a pre-activation crosses 0, and the adaptive solver then crawls; use
     ``method="rk4"``, the classical Runge-Kutta scheme with fixed step at most ``dt``.

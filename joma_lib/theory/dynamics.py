@@ -3,7 +3,7 @@
 Theorem 1 folds exp attention into the lower MLP layer: with zero initialisation the
 logits are ``z = v**2 / 2`` (elementwise), so the attention weight of contextual token
 ``l`` is ``x_l exp(v_l**2 / 2)``. Under a stationary back-propagated gradient
-(Assumption 1) the projected weight ``v`` then obeys one of two ODEs (paper Sec. 4):
+(Assumption 1) the projected weight ``v`` then obeys one of two ODEs (the paper's Theorems 2 and 4):
 
 * linear activation, one hidden node (Theorem 2)::
 
@@ -16,7 +16,7 @@ logits are ``z = v**2 / 2`` (elementwise), so the attention weight of contextual
 
       dv/dt = (mu - v) o exp(v**2 / 2)
 
-  where ``u_j = ln(1/delta_j)``, ``delta_j = 1 - v_j/mu_j``, grows like ``exp(mu_j**2/2) t``,
+  where ``omega_j = ln(1/delta_j)``, ``delta_j = 1 - v_j/mu_j``, grows like ``exp(mu_j**2/2) t``,
   so salient components (large ``mu_j``) converge much faster.
 
 Figure 4 of the paper runs a discrete version with the *normalised* attention
@@ -147,13 +147,13 @@ def integrate_linear(delta: object, t_eval: object, rtol: float = 1e-10, atol: f
 class NonlinearSolution(NamedTuple):
     """Solution of ``dv/dt = (mu - v) o exp(v^2/2)`` at the times ``t``.
 
-    ``v`` and ``u`` have shape ``(len(t),) + mu.shape``; ``u = ln(1/|delta|)`` with
+    ``v`` and ``omega`` have shape ``(len(t),) + mu.shape``; ``omega = ln(1/|delta|)`` with
     ``delta = 1 - v/mu`` is Theorem 4's ConvergenceRate (it grows without bound as v -> mu).
     """
 
     t: np.ndarray
     v: np.ndarray
-    u: np.ndarray
+    omega: np.ndarray
 
 
 def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
@@ -161,33 +161,33 @@ def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
     """Integrate ``dv/dt = (mu - v) o exp(v^2/2)`` (the nonlinear modified MLP, Theorem 4) without underflow.
 
     With ``delta_j = 1 - v_j/mu_j`` the ODE reads ``d delta_j/dt = -delta_j exp(v_j^2/2)``,
-    so ``u_j = ln(1/|delta_j|)`` obeys the non-stiff scalar ODE
+    so ``omega_j = ln(1/|delta_j|)`` obeys the non-stiff scalar ODE
 
-        du_j/dt = exp(mu_j^2 (1 - s_j e^{-u_j})^2 / 2),    v_j = mu_j (1 - s_j e^{-u_j}),
+        d omega_j/dt = exp(mu_j^2 (1 - chi_j e^{-omega_j})^2 / 2),    v_j = mu_j (1 - chi_j e^{-omega_j}),
 
-    with ``s_j = sign(delta_j(0))``. Integrating ``u`` keeps full relative accuracy even when
-    ``delta`` is far below the float64 range (``u`` in the millions), where integrating ``v``
+    with ``chi_j = sign(delta_j(0))``. Integrating ``omega`` keeps full relative accuracy even when
+    ``delta`` is far below the float64 range (``omega`` in the millions), where integrating ``v``
     directly would just return ``v = mu``.
 
     Args:
         mu: targets, components on the last axis (any leading batch shape); non-zero, ``|mu| <= MAX_RATE_V``
             (about 37.68; beyond, the rate ``exp(mu^2/2)`` overflows float64). From ``|mu|`` about 9 the rise of
-            ``u`` near ``t ~ 1/|mu|`` is faster than float64 resolves ``t``; it takes about ``50 mu^2`` steps
+            ``omega`` near ``t ~ 1/|mu|`` is faster than float64 resolves ``t``; it takes about ``50 mu^2`` steps
             (seconds at ``|mu| = 30``).
-        t_eval: output times (non-decreasing, >= 0). Late times are fine: ``u`` grows like
+        t_eval: output times (non-decreasing, >= 0). Late times are fine: ``omega`` grows like
             ``exp(mu^2/2) t``, finite up to ``t`` near ``1e300 exp(-mu^2/2)`` (``v`` is ``mu`` to the last bit
-            long before); a ``t_eval`` that takes ``u`` beyond float64 is refused with a ValueError.
+            long before); a ``t_eval`` that takes ``omega`` beyond float64 is refused with a ValueError.
         v0: initial value(s), broadcastable to ``mu``; ``v0 != mu`` componentwise, ``|v0| <= MAX_RATE_V``.
     """
     mu, t_eval, delta0 = _check_nonlinear_args(mu, t_eval, v0)
-    m, s = mu.ravel(), np.sign(delta0).ravel()
-    # du/dt = exp(v^2/2) <= exp(max(mu^2, v0^2) / 2), finite: no blow-up, steps below t's resolution are allowed
+    m, chi = mu.ravel(), np.sign(delta0).ravel()
+    # d omega/dt = exp(v^2/2) <= exp(max(mu^2, v0^2) / 2), finite: no blow-up, steps below t's resolution are allowed
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, by name
-        u = integrate_components(lambda uu, i: np.exp(0.5 * (m[i] * (1.0 - s[i] * np.exp(-uu))) ** 2),
-                                  -np.log(np.abs(delta0)), t_eval, rtol, atol, can_blow_up=False)
-    _refuse_overflow(u, t_eval, mu)
-    v = mu * (1.0 - np.sign(delta0) * np.exp(-u))
-    return NonlinearSolution(t_eval, v, u)
+        omega = integrate_components(lambda x, i: np.exp(0.5 * (m[i] * (1.0 - chi[i] * np.exp(-x))) ** 2),
+                                     -np.log(np.abs(delta0)), t_eval, rtol, atol, can_blow_up=False)
+    _refuse_overflow(omega, t_eval, mu)
+    v = mu * (1.0 - np.sign(delta0) * np.exp(-omega))
+    return NonlinearSolution(t_eval, v, omega)
 
 
 def _check_nonlinear_args(mu: object, t_eval: object, v0: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -201,15 +201,15 @@ def _check_nonlinear_args(mu: object, t_eval: object, v0: object) -> tuple[np.nd
                              f"exp({name}^2/2) overflows float64), got |{name}| up to {float(np.max(np.abs(value))):g}")
     delta0 = 1.0 - v0 / mu
     if np.any(delta0 == 0):
-        raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, u = inf)")
+        raise ValueError("v0 must differ from mu in every component (v0 == mu is already converged, omega = inf)")
     return mu, t_eval, delta0
 
 
-def _refuse_overflow(u: np.ndarray, t_eval: np.ndarray, mu: np.ndarray) -> None:
-    """A ValueError naming ``t_eval`` and ``mu`` if ``u`` (shape ``(len(t_eval),) + mu.shape``) left float64."""
-    if not np.isfinite(u).all():
-        late = int(np.argmin(np.isfinite(u).reshape(len(t_eval), -1).all(axis=1)))
-        raise ValueError(f"u = ln(1/|1 - v/mu|) leaves float64 by t = {t_eval[late]:g} (it grows at the rate "
+def _refuse_overflow(omega: np.ndarray, t_eval: np.ndarray, mu: np.ndarray) -> None:
+    """A ValueError naming ``t_eval`` and ``mu`` if ``omega`` (shape ``(len(t_eval),) + mu.shape``) left float64."""
+    if not np.isfinite(omega).all():
+        late = int(np.argmin(np.isfinite(omega).reshape(len(t_eval), -1).all(axis=1)))
+        raise ValueError(f"omega = ln(1/|1 - v/mu|) leaves float64 by t = {t_eval[late]:g} (it grows at the rate "
                          f"exp(mu^2/2)): t_eval or |mu| must be smaller, got t_eval up to {t_eval[-1]:g} and |mu| up "
                          f"to {float(np.max(np.abs(mu))):g}")
 
@@ -234,69 +234,71 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
                             max_iter: int = 200) -> NonlinearSolution:
     """Theorem 4's ODE ``dv/dt = (mu - v) o exp(v^2/2)`` solved as "time = integral of the state", then inverted.
 
-    The components separate and each ``u_j = ln(1/|delta_j|)`` obeys ``du/dt = f(u) = exp(m^2 (1 - s e^{-u})^2
-    / 2)`` (see :func:`integrate_nonlinear`), so the time to reach ``u`` is ``t(u) = int_{u_0}^u dx / f(x)``.
-    With ``c = exp(-m^2/2)`` (the limit of ``1/f``) and ``w = e^{-x}`` this is
+    The components separate and each ``omega_j = ln(1/|delta_j|)`` obeys ``d omega/dt = f(omega) = exp(m^2
+    (1 - chi e^{-omega})^2 / 2)`` (see :func:`integrate_nonlinear`), so the time to reach ``omega`` is
+    ``t(omega) = int_{omega_0}^omega dx / f(x)``. With ``c = exp(-m^2/2)`` (the limit of ``1/f``) and ``w = e^{-x}``
+    this is
 
-        t(u) = c (u - u_0) + H(W_0) - H(e^{-u}),   H(W) = int_0^W c expm1(m^2 w (s - w/2)) / w dw,
+        t(omega) = c (omega - omega_0) + H(W_0) - H(e^{-omega}),   H(W) = int_0^W c expm1(m^2 w (chi - w/2)) / w dw,
 
     ``W_0 = |delta_0|``: a linear part and a correction whose integrand is smooth (analytic) on
     ``[0, W_0]``. ``H`` is expanded in a Chebyshev series on ``[0, W_0]`` (from its integrand at
-    Chebyshev nodes; the degree grows with ``m^2 W_0``), and ``t(u) = t`` is solved by Newton's method
-    (``t'(u) = 1/f(u)``), safeguarded by bisection inside the bracket ``u_0 + t <= u <= u_0 + t max f``.
+    Chebyshev nodes; the degree grows with ``m^2 W_0``), and ``t(omega) = t`` is solved by Newton's method
+    (``t'(omega) = 1/f(omega)``), safeguarded by bisection inside the bracket
+    ``omega_0 + t <= omega <= omega_0 + t max f``.
     :func:`integrate_nonlinear` (a step-size-controlled Runge-Kutta stepper) is the reference this is checked against.
-    Same arguments, result and ValueErrors as it (also for a ``u`` that leaves float64).
+    Same arguments, result and ValueErrors as it (also for an ``omega`` that leaves float64).
     """
     mu, t_eval, delta0 = _check_nonlinear_args(mu, t_eval, v0)
     check_float("tol", tol, 0, 1e-3, low_open=True)
     check_int("max_iter", max_iter, 1)
-    m2, s, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
-    f_max = np.exp(0.5 * m2 * np.maximum(1.0, (1.0 - s * w0) ** 2))  # the largest rate: exp(max(mu^2, v0^2) / 2)
-    u0, c = -np.log(w0), np.exp(-0.5 * m2)
+    m2, chi, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
+    f_max = np.exp(0.5 * m2 * np.maximum(1.0, (1.0 - chi * w0) ** 2))  # the largest rate: exp(max(mu^2, v0^2) / 2)
+    omega0, c = -np.log(w0), np.exp(-0.5 * m2)
     n = int(np.clip(12 + np.max(m2 * w0 * (1.0 + 0.5 * w0)), 12, 400))  # degree: the exponent's range
     x = np.cos(np.pi * (np.arange(n) + 0.5) / n)[:, None]
     w = 0.5 * w0 * (x + 1.0)  # nodes in (0, W_0), never 0
-    coef = _chebyshev_antiderivative(c * np.expm1(m2 * w * (s - 0.5 * w)) / w) * (0.5 * w0)
+    coef = _chebyshev_antiderivative(c * np.expm1(m2 * w * (chi - 0.5 * w)) / w) * (0.5 * w0)
     h_w0 = coef.sum(axis=0)  # T_j(1) = 1
-    with np.errstate(over="ignore", invalid="ignore"):  # a u beyond float64 is refused below, by name
+    with np.errstate(over="ignore", invalid="ignore"):  # an omega beyond float64 is refused below, by name
         t = t_eval[:, None]
-        # bracket: 1 <= f <= f_max along the path, so u0 + t <= u(t) <= u0 + t f_max
-        lo, hi = u0 + t, u0 + t * f_max
+        # bracket: 1 <= f <= f_max along the path, so omega0 + t <= omega(t) <= omega0 + t f_max
+        lo, hi = omega0 + t, omega0 + t * f_max
         # start: the early-time line or the late-time asymptote, whichever is the tighter bound when f is monotone
-        early, late = u0 + t * np.exp(0.5 * m2 * (1.0 - s * w0) ** 2), u0 + (t - h_w0) / c
-        u = np.clip(np.where(s > 0, np.maximum(early, late), np.minimum(early, late)), lo, hi)
-        shape = u.shape
-        u, t, lo, hi = (np.broadcast_to(a, shape).ravel().copy() for a in (u, t, lo, hi))
+        early, late = omega0 + t * np.exp(0.5 * m2 * (1.0 - chi * w0) ** 2), omega0 + (t - h_w0) / c
+        omega = np.clip(np.where(chi > 0, np.maximum(early, late), np.minimum(early, late)), lo, hi)
+        shape = omega.shape
+        omega, t, lo, hi = (np.broadcast_to(a, shape).ravel().copy() for a in (omega, t, lo, hi))
         col = np.broadcast_to(np.arange(m2.size), shape).ravel()  # the component of each entry
-        active = np.arange(u.size)
+        active = np.arange(omega.size)
         for _ in range(max_iter):  # safeguarded Newton (bisection when a step leaves the bracket), unconverged entries
-            ua, ca = u[active], col[active]
-            h_u = _clenshaw(coef[:, ca], 2.0 * np.exp(-ua) / w0[ca] - 1.0)  # H(e^{-u})
-            resid = c[ca] * (ua - u0[ca]) + h_w0[ca] - h_u - t[active]
+            omega_a, ca = omega[active], col[active]
+            h_omega = _clenshaw(coef[:, ca], 2.0 * np.exp(-omega_a) / w0[ca] - 1.0)  # H(e^{-omega})
+            resid = c[ca] * (omega_a - omega0[ca]) + h_w0[ca] - h_omega - t[active]
             above = resid > 0
-            hi[active] = np.where(above, ua, hi[active])
-            lo[active] = np.where(above, lo[active], ua)
-            new = ua - resid * np.exp(0.5 * m2[ca] * (1.0 - s[ca] * np.exp(-ua)) ** 2)
+            hi[active] = np.where(above, omega_a, hi[active])
+            lo[active] = np.where(above, lo[active], omega_a)
+            new = omega_a - resid * np.exp(0.5 * m2[ca] * (1.0 - chi[ca] * np.exp(-omega_a)) ** 2)
             outside = (new < lo[active]) | (new > hi[active])
             new = np.where(outside, 0.5 * (lo[active] + hi[active]), new)
-            u[active] = new
-            active = active[np.abs(new - ua) > tol * np.maximum(1.0, np.abs(ua))]
+            omega[active] = new
+            active = active[np.abs(new - omega_a) > tol * np.maximum(1.0, np.abs(omega_a))]
             if active.size == 0:
                 break
         else:
             raise RuntimeError(f"nonlinear_by_quadrature: Newton did not converge in max_iter={max_iter} iterations")
-    u = u.reshape((t_eval.size,) + mu.shape)
-    _refuse_overflow(u, t_eval, mu)
-    return NonlinearSolution(t_eval, mu * (1.0 - np.sign(delta0) * np.exp(-u)), u)
+    omega = omega.reshape((t_eval.size,) + mu.shape)
+    _refuse_overflow(omega, t_eval, mu)
+    return NonlinearSolution(t_eval, mu * (1.0 - np.sign(delta0) * np.exp(-omega)), omega)
 
 
 def convergence_rate_ratio(mu: object, t_eval: object, j: int = 0, k: int = 1,
                            v0: object = 0.0) -> tuple[np.ndarray, np.ndarray | float]:
-    """Theorem 4: ``ln(1/delta_j(t)) / ln(1/delta_k(t))`` and its limit ``exp((mu_j^2 - mu_k^2)/2)``.
+    """Theorem 4: ``omega_j(t) / omega_k(t)``, ``omega = ln(1/|delta|)``, and its limit ``exp((mu_j^2 - mu_k^2)/2)``.
 
-    Since ``d/dt ln(1/delta_j) = exp(v_j^2/2) -> exp(mu_j^2/2)``, the ratio tends to the limit
+    Since ``d omega_j/dt = exp(v_j^2/2) -> exp(mu_j^2/2)``, the ratio tends to the limit
     with an ``O(1/t)`` error. Returns ``(ratio, limit)`` with ``ratio`` of shape
-    ``(len(t_eval),) + batch_shape`` (NaN where ``u_k = 0``, e.g. at ``t = 0`` from ``v0 = 0``).
+    ``(len(t_eval),) + batch_shape`` (NaN where ``omega_k = 0``, e.g. at ``t = 0`` from ``v0 = 0``).
     """
     mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
     n = mu.shape[-1]
@@ -306,6 +308,6 @@ def convergence_rate_ratio(mu: object, t_eval: object, j: int = 0, k: int = 1,
                          f"k={k}")
     sol = integrate_nonlinear(mu, t_eval, v0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(sol.u[..., k] != 0, sol.u[..., j] / sol.u[..., k], np.nan)
+        ratio = np.where(sol.omega[..., k] != 0, sol.omega[..., j] / sol.omega[..., k], np.nan)
     limit = np.exp(0.5 * (mu[..., j] ** 2 - mu[..., k] ** 2))
     return ratio, float(limit) if np.ndim(limit) == 0 else limit

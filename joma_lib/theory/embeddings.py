@@ -1,4 +1,4 @@
-"""Token embeddings of the JoMA setting (paper Sec. 3, "orthonormal embeddings" assumption).
+"""Token embeddings of the JoMA setting (the paper's setting, its "orthonormal embeddings" assumption).
 
 JoMA analyses a block whose contextual embeddings ``U_C = [u_1, ..., u_{M_C}]`` and
 query embedding ``u_q`` are fixed and orthonormal: ``[U_C, u_q]^T [U_C, u_q] = I``.

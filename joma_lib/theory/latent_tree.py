@@ -28,7 +28,7 @@ With the symmetric channel and fair marginals the co-occurrence is exactly
 paper's form is the ``H << L`` regime of this model.
 
 The Fig. 5 simulation (:func:`association_dynamics`) drives the JoMA nonlinear dynamics
-``dv/dt = (mu - v) o exp(v^2/2)`` (paper Sec. 4, Theorem 4) with targets
+``dv/dt = (mu - v) o exp(v^2/2)`` (paper, Theorem 4) with targets
 ``mu_l = scale * P[l | m]`` taken from the tree.
 """
 
@@ -321,10 +321,10 @@ def _check_targets(mu: np.ndarray) -> np.ndarray:
 
 
 def association_dynamics(mu: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """``v(t)`` solving ``dv/dt = (mu - v) o exp(v^2/2)``, ``v(0) = 0`` (paper Sec. 4, exp attention).
+    """``v(t)`` solving ``dv/dt = (mu - v) o exp(v^2/2)``, ``v(0) = 0`` (paper, Theorem 4, exp attention).
 
     Integrated by :func:`joma_lib.theory.dynamics.integrate_nonlinear` in Theorem 4's convergence rate
-    ``u = ln(1/delta)``, ``delta = 1 - v/mu``. Components with ``mu = 0`` (the query itself) stay
+    ``omega = ln(1/delta)``, ``delta = 1 - v/mu``. Components with ``mu = 0`` (the query itself) stay
     at 0. Returns an array ``(len(times), len(mu))``.
     """
     mu = _check_targets(mu)

@@ -1,6 +1,6 @@
 """Theorem 3 (reconstructed): a ReLU node fed by a mixture of isotropic Gaussian clusters.
 
-Setting (paper Sec. 4, nonlinear case). Attention is frozen at uniform, so the lower MLP node
+Setting (the paper's nonlinear case, Theorem 3). Attention is frozen at uniform, so the lower MLP node
 sees ``h = relu(v^T x + b)``: ``v = U_C^T w`` reads the contextual tokens and ``b = u_q^T w``
 is the residual (query) component, which acts as a bias. The input ``x`` comes from a
 mixture of ``C`` isotropic clusters, ``x | c ~ N(xbar_c, sigma^2 I)``, and the back-propagated

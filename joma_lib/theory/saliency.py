@@ -1,4 +1,4 @@
-"""Saliency of a contextual token: ``Delta_lm = E[g | l, m] P[l | m]`` (paper Sec. 4, Theorem 2).
+"""Saliency of a contextual token: ``Delta_lm = E[g | l, m] P[l | m]`` (paper, Theorem 2).
 
 For a query token ``m`` the linear modified MLP (Theorem 2) grows ``v_l`` at the rate
 ``Delta_lm = E_{q=m}[g_h x_l]``. When ``x_l`` is the indicator "token ``l`` is in the

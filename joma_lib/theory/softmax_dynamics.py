@@ -1,10 +1,10 @@
 """The toy of the paper's Figure 4: the modified-MLP dynamics of :mod:`joma_lib.theory.dynamics` run in discrete steps
 with the *normalised* attention ``softmax(v**2 / T)`` (``T = 3``) instead of ``exp(v**2 / 2)``.
 
-:func:`simulate_softmax_attention` reproduces Figure 4 (the nonlinear update ``v <- v + eta (mu - v) o a``,
-attention first sparse, then dense) and its linear contrast (``v <- v + eta mu o a``); :func:`fig4_mu` draws the
-paper's targets and :func:`saliency_profile` other target profiles for exploring it; :func:`row_entropy` measures
-how sparse the attention is.
+:func:`simulate_softmax_attention` reproduces Figure 4 (the nonlinear update ``v <- v + eta (mu - v) o b`` with
+the attention ``b``, first sparse, then dense) and its linear contrast (``v <- v + eta mu o b``); :func:`fig4_mu`
+draws the paper's targets and :func:`saliency_profile` other target profiles for exploring it; :func:`row_entropy`
+measures how sparse the attention is.
 
 Every function here works on batches: the components of ``v`` live on the last axis, and
 any leading axes index independent problems (e.g. a grid of parameter settings).
@@ -50,7 +50,7 @@ def fig4_mu(seed: int = 0, n: int = FIG4_N_TOKENS) -> np.ndarray:
 #: smaller ones only push ``v^2 / T`` towards float64 overflow (NaN attention).
 MIN_TEMPERATURE = 1e-3
 #: The largest step accepted by :func:`simulate_softmax_attention`: with ``eta <= 2`` each nonlinear update
-#: ``v <- v + eta (mu - v) a`` (``0 <= a <= 1``) does not overshoot ``mu`` by more than it started from it.
+#: ``v <- v + eta (mu - v) o b`` (attention ``0 <= b <= 1``) does not overshoot ``mu`` by more than it started from it.
 MAX_ETA = 2.0
 
 
@@ -63,22 +63,22 @@ def softmax_attention(v: object, temperature: object = 3.0) -> np.ndarray:
     temp = _check_batch_param("temperature", temperature, v.shape[:-1], low=MIN_TEMPERATURE)
     z = v * v / temp[..., None]
     z -= z.max(axis=-1, keepdims=True)
-    a = np.exp(z)
-    return a / a.sum(axis=-1, keepdims=True)
+    b = np.exp(z)
+    return b / b.sum(axis=-1, keepdims=True)
 
 
-def row_entropy(a: object) -> np.ndarray | float:
-    """Shannon entropy ``-sum_l a_l ln a_l`` (nats) of attention vectors on the last axis.
+def row_entropy(b: object) -> np.ndarray | float:
+    """Shannon entropy ``-sum_l b_l ln b_l`` (nats) of attention vectors ``b`` on the last axis.
 
     One value per row, ``0 ln 0 = 0`` exactly. (The authors' script adds 1e-8 inside or next to the
     logarithm; that changes the value by at most ~1e-7 here; the mean over a map's rows with that
     epsilon is :func:`joma_lib.lm.metrics.mean_attention_entropy`.) Rows need not be normalised
     exactly, but must be non-negative.
     """
-    a = as_finite_array("a", a, min_ndim=1)
-    if np.any(a < 0):
-        raise ValueError("a must be non-negative (attention weights)")
-    h = 0.0 - np.sum(xlogy(a, a), axis=-1)  # 0.0 - x turns -0.0 into +0.0 for one-hot rows
+    b = as_finite_array("b", b, min_ndim=1)
+    if np.any(b < 0):
+        raise ValueError("b must be non-negative (attention weights)")
+    h = 0.0 - np.sum(xlogy(b, b), axis=-1)  # 0.0 - x turns -0.0 into +0.0 for one-hot rows
     return float(h) if h.ndim == 0 else h
 
 
@@ -122,10 +122,10 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
                                record_every: int = 1) -> SoftmaxRun:
     """The discrete dynamics of the paper's Figure 4, batched.
 
-    Each step computes ``a = softmax(v^2 / T)`` and then
+    Each step computes the attention ``b = softmax(v^2 / T)`` and then
 
-    * ``nonlinear=True`` (Figure 4, Theorem 4's picture): ``v <- v + eta (mu - v) o a``;
-    * ``nonlinear=False`` (linear contrast, Theorem 2's picture): ``v <- v + eta mu o a``,
+    * ``nonlinear=True`` (Figure 4, Theorem 4's picture): ``v <- v + eta (mu - v) o b``;
+    * ``nonlinear=False`` (linear contrast, Theorem 2's picture): ``v <- v + eta mu o b``,
       i.e. ``mu`` plays the saliency ``Delta`` and there is no ``-v`` term.
 
     Args:
@@ -162,7 +162,7 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     record = np.empty((steps.size,) + mu.shape)
     record[0] = v
     slot = 1
-    a = np.empty_like(v)
+    b = np.empty_like(v)
     shift = np.empty(batch + (1,))
     # softmax is shift-invariant; any shift with exp(z - shift) neither overflowing nor all
     # underflowing will do. In the nonlinear update with eta <= 1, v moves towards mu by a
@@ -174,15 +174,15 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
         shift[...] = bound
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, naming eta and T
         for step in range(1, n_steps + 1):
-            np.multiply(v, v, out=a)
-            a *= inv_t
+            np.multiply(v, v, out=b)
+            b *= inv_t
             if not constant_shift:
-                np.max(a, axis=-1, keepdims=True, out=shift)
-            a -= shift
-            np.exp(a, out=a)
-            a /= a.sum(axis=-1, keepdims=True)
-            a *= eta
-            v += (mu - v) * a if nonlinear else mu * a
+                np.max(b, axis=-1, keepdims=True, out=shift)
+            b -= shift
+            np.exp(b, out=b)
+            b /= b.sum(axis=-1, keepdims=True)
+            b *= eta
+            v += (mu - v) * b if nonlinear else mu * b
             if (step % 64 == 0 or step == n_steps) and not np.isfinite(v).all():
                 raise ValueError(f"the dynamics diverged at step {step} of n_steps={n_steps} (v overflowed): reduce "
                                  f"eta (largest {float(np.max(eta)):g}; steps beyond 1 overshoot) or |mu| (largest "

@@ -2,13 +2,13 @@
 
 Fig. 4's three knobs:
 
-* the **nonlinearity**: Theorem 4's nonlinear update ``v <- v + eta (mu - v) o a`` or the linear
-  contrast of Theorem 2, ``v <- v + eta Delta o a`` with ``Delta = mu`` (the saliency vector);
+* the **nonlinearity**: Theorem 4's nonlinear update ``v <- v + eta (mu - v) o b`` or the linear
+  contrast of Theorem 2, ``v <- v + eta Delta o b`` with ``Delta = mu`` (the saliency vector);
 * the **spread** of ``mu``: Fig. 4's sorted draw is mapped affinely so that [1, 4] becomes [1, 1 + spread]
   (:func:`joma_lib.theory.softmax_dynamics.saliency_profile`), so ``spread = 3`` is exactly the paper's setting
   and a small spread makes all tokens nearly equally salient; the targets themselves span about
   ``0.81 * spread`` (max - min), since the draw does not fill [1, 4];
-* the attention **temperature** ``T`` of ``a = softmax(v^2 / T)``.
+* the attention **temperature** ``T`` of ``b = softmax(v^2 / T)``.
 """
 
 

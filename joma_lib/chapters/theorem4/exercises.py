@@ -36,5 +36,5 @@ def convergence_offsets(targets: object, t: float = 200.0) -> np.ndarray:
     converges at its full rate (exercise "The offset behind the ratio"); ``t`` must be long enough for it to settle."""
     mu = as_finite_array("targets", targets, min_ndim=1)
     t = check_float("t", t, 0.0, low_open=True)
-    return t - integrate_nonlinear(mu, [t]).u[0] / np.exp(mu**2 / 2)
+    return t - integrate_nonlinear(mu, [t]).omega[0] / np.exp(mu**2 / 2)
 

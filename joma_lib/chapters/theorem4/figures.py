@@ -21,7 +21,7 @@ THEOREM4_MU = (2.0, 1.5, 1.0)
 # --------------------------------------------------------------------------- Figure 4
 def make_fig4(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_steps: int = 5000, temperature: float = 3.0,
               snapshot_every: int = 100) -> FigureData:
-    """The paper's Figure 4 run: ``a = softmax(v^2/T)``, ``v <- v + eta (mu - v) o a``, mu from ``fig4_mu(seed)``.
+    """The paper's Figure 4 run: ``b = softmax(v^2/T)``, ``v <- v + eta (mu - v) o b``, mu from ``fig4_mu(seed)``.
 
     ``v_snapshots`` holds ``v`` at steps ``0, snapshot_every, ...`` below ``n_steps`` (the 50 lines
     of the paper's left panel); ``entropy`` is the attention entropy after every step 0..n_steps;
@@ -82,9 +82,9 @@ def make_fig4_variants(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_ste
     """Fig. 4's run next to the theory's own ODE and the linear contrast (same mu).
 
     * ``ode_*``: ``dv/dt = (mu - v) o exp(v^2/2)`` (Theorem 4's equation; continuous time,
-      integrated in ``u = ln 1/delta``), entropy of the normalised attention softmax(v^2/2);
+      integrated in ``omega = ln 1/delta``), entropy of the normalised attention softmax(v^2/2);
     * ``fig4_*``: the paper's discrete softmax(v^2/T) run;
-    * ``linear_*``: the same loop with ``v <- v + eta mu o a`` (no ``-v``; mu plays Delta).
+    * ``linear_*``: the same loop with ``v <- v + eta mu o b`` (no ``-v``; mu plays Delta).
     """
     n_ode_times = check_int("n_ode_times", n_ode_times, 2, 100_000)
     mu = fig4_mu(seed)
@@ -141,7 +141,7 @@ def underflow_time(mu: float = 2.0, decades: float = 300.0, t_max: float = 200.0
     """The first time on a grid of ``[0, t_max]`` at which ``delta = 1 - v/mu`` falls below ``10^-decades`` from
     ``v(0) = 0``: where a float64 ``delta`` would underflow (``decades = 300``) if ``v`` were integrated directly."""
     t = np.linspace(0.0, check_float("t_max", t_max, 0.0, low_open=True), check_int("n_times", n_times, 2))
-    below = integrate_nonlinear([mu], t).u[:, 0] / np.log(10) >= check_float("decades", decades, 0.0, low_open=True)
+    below = integrate_nonlinear([mu], t).omega[:, 0] / np.log(10) >= check_float("decades", decades, 0.0, low_open=True)
     if not below.any():
         raise ValueError(f"delta stays above 10^-{decades:g} up to t_max = {t_max:g}")
     return float(t[np.argmax(below)])
@@ -150,7 +150,7 @@ def underflow_time(mu: float = 2.0, decades: float = 300.0, t_max: float = 200.0
 
 def make_rates(mu: tuple[float, ...] = THEOREM4_MU, v0: float = 0.0, n_times: int = 120,
                t_max: float = 200.0) -> FigureData:
-    """``dv/dt = (mu - v) o exp(v^2/2)`` from ``v0``: ``u_j = ln 1/delta_j`` and the ratios of Theorem 4."""
+    """``dv/dt = (mu - v) o exp(v^2/2)`` from ``v0``: ``omega_j = ln 1/delta_j`` and the ratios of Theorem 4."""
     mu_arr = as_finite_array("mu", mu, min_ndim=1)
     t_max = check_float("t_max", t_max, 0, low_open=True)
     n_times = check_int("n_times", n_times, 2, 100_000)
@@ -159,7 +159,8 @@ def make_rates(mu: tuple[float, ...] = THEOREM4_MU, v0: float = 0.0, n_times: in
     pairs = np.array([[j, j + 1] for j in range(mu_arr.size - 1)])
     ratios = np.stack([convergence_rate_ratio(mu_arr, t, int(j), int(k), v0)[0] for j, k in pairs], axis=1)
     limits = np.exp(0.5 * (mu_arr[pairs[:, 0]] ** 2 - mu_arr[pairs[:, 1]] ** 2))
-    return {"mu": mu_arr, "t": t, "v": sol.v, "u": sol.u, "pairs": pairs, "ratios": ratios, "ratio_limits": limits}
+    return {"mu": mu_arr, "t": t, "v": sol.v, "omega": sol.omega, "pairs": pairs, "ratios": ratios,
+            "ratio_limits": limits}
 
 
 def plot_rates(data: FigureData) -> Figure:
@@ -170,7 +171,7 @@ def plot_rates(data: FigureData) -> Figure:
     for j in range(mu.size):
         axes[0].plot(t, data["v"][:, j], color=f"C{j}", label=rf"$\mu_{j}$ = {mu[j]:g}")
         axes[0].axhline(mu[j], color=f"C{j}", ls=":", lw=0.8)
-        axes[1].plot(t, -data["u"][:, j] / np.log(10), color=f"C{j}")
+        axes[1].plot(t, -data["omega"][:, j] / np.log(10), color=f"C{j}")
     axes[0].set_xscale("log")
     axes[0].set_ylabel(r"$v_j(t)$")
     axes[0].legend(fontsize=9)
