@@ -70,7 +70,7 @@ def test_block_train_refuses_nan_weights_and_reports_divergence():
     spec = block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2)
     X, y = bags.dirichlet_bags(4, 3, 12, seed=0)
     state = block.init_state(spec, [0])
-    bad = block.BlockState(np.full_like(state.W, np.nan), state.z, state.A)
+    bad = block.BlockState(np.full_like(state.W, np.nan), state.z, state.W_out)
     with pytest.raises(ValueError, match="state.W must contain only finite numbers"):
         block.train(spec, X, y, bad, steps=3)
     with pytest.raises(ValueError, match="diverged.*lr"):
@@ -83,7 +83,7 @@ def test_block_train_refuses_nan_weights_and_reports_divergence():
     (lambda: softmax_dynamics.simulate_softmax_attention(softmax_dynamics.fig4_mu(), temperature=0.0, n_steps=10),
      "temperature"),
     (lambda: softmax_dynamics.saliency_profile("linear", 5, low=3.0, high=1.0), "high"),
-    (lambda: __import__("joma_lib.theory.latent_tree").theory.latent_tree.HBLT(depth=0), "depth"),
+    (lambda: __import__("joma_lib.theory.latent_tree").theory.latent_tree.HBLT(tree_height=0), "tree_height"),
 ])
 def test_what_the_widgets_call_refuses_values_it_cannot_honour(call, message):
     """The widgets' computations raise instead of silently changing a value (the widgets show the message)."""
@@ -103,8 +103,8 @@ SECOND_PROBE = {
         block.BlockSpec(n_context=4, n_classes=3, d=8, n_hidden=2), np.full((2, 4), np.inf),
         bags.dirichlet_bags(4, 3, 5, seed=0)[0]), "z must contain only finite numbers, got"),
     "erf_ratio(v=nan)": (lambda: dynamics.erf_ratio([np.nan, 1.0], [1.0, 2.0]), "v must contain no NaN.*got"),
-    "erf_ratio(delta=5e-324)": (lambda: dynamics.erf_ratio([0.0, 1.0], [1.0, 5e-324]),
-                                "delta is too small .*got a smallest |delta| of 4.94066e-324"),
+    "erf_ratio(saliency=5e-324)": (lambda: dynamics.erf_ratio([0.0, 1.0], [1.0, 5e-324]),
+                                   "saliency is too small .*got a smallest |saliency| of 4.94066e-324"),
     "batchify(too few ids)": (lambda: lm_data.batchify(torch.zeros(3, dtype=torch.int64), 2),
                               r"ids must hold at least 2 tokens per stream \(2 \* n_streams = 4\), got 3 tokens"),
     "softmax_attention(T=1e-300)": (lambda: softmax_dynamics.softmax_attention(np.ones((2, 3)), 1e-300),
@@ -129,7 +129,7 @@ SECOND_PROBE = {
                             "ids must be an integer torch.Tensor .*got dtype torch.float32"),
     "mean_attention_entropy(negative)": (lambda: lm_metrics.mean_attention_entropy(-torch.ones(2, 3, 3)),
                                          r"attn must hold attention weights in \[0, 1\], got values in \[-1"),
-    "invariant_gap(shapes)": (lambda: invariants.invariant_gap(np.ones(4), np.ones((5, 3)), "exp"),
+    "invariant_constant(shapes)": (lambda: invariants.invariant_constant(np.ones(4), np.ones((5, 3)), "exp"),
                               r"V must have shape z.shape \+ \(K,\), got z of shape \(4,\) and V of shape \(5, 3\)"),
     "simulate_softmax_attention(eta=1e6)": (lambda: softmax_dynamics.simulate_softmax_attention(
         softmax_dynamics.fig4_mu(), eta=1e6, n_steps=10), r"eta must be in \(0, 2\], got 1000000.0"),
@@ -160,13 +160,15 @@ def test_the_second_probe_gets_clear_errors(case):
     ("theorem4.ModifiedMLPWidget", {"temperature": 0}, r"temperature must be in \[0.25, 10\], got 0",
      {"temperature": 2.0}),
     ("theorem4.ModifiedMLPWidget", {"n": -3}, r"n must be in \[2, 30\], got -3", {"n": 12}),
-    ("hierarchy.CooccurrenceWidget", {"depth": 0}, r"depth must be in \[2, 20\], got 0", {"depth": 5}),
-    ("hierarchy.CooccurrenceWidget", {"depth": 5, "height": 7}, r"height must be an integer in \[1, depth=5\], got 7",
-     {"depth": 5, "height": 4}),
+    ("hierarchy.CooccurrenceWidget", {"tree_height": 0}, r"tree_height must be in \[2, 20\], got 0",
+     {"tree_height": 5}),
+    ("hierarchy.CooccurrenceWidget", {"tree_height": 5, "height": 7},
+     r"height must be an integer in \[1, tree_height=5\], got 7",
+     {"tree_height": 5, "height": 4}),
     ("theorem1.theorem1_live_widget", {"lr_ratio": 3.0}, r"lr_ratio must be one of \[0.25, .*\], got 3.0",
      {"lr_ratio": 2.0}),
-    ("theorem3.RestingPointWidget", {"sigma": 0}, r"sigma must be in \[0.05, 0.5\], got 0",
-     {"sigma": 0.3, "n_starts": 2, "t_max": 10.0}),
+    ("theorem3.RestingPointWidget", {"nu": 0}, r"nu must be in \[0.05, 0.5\], got 0",
+     {"nu": 0.3, "n_starts": 2, "t_max": 10.0}),
 ])
 def test_widgets_refuse_initial_values_instead_of_clamping_them(widget, bad, message, good):
     """ipywidgets would clamp ``temperature=0`` to the slider's 0.25 (silent) or raise a TraitError (deep)."""
@@ -220,8 +222,9 @@ THIRD_PROBE = {
     "fetch_url(file://)": (lambda: _fetch(url="file:///etc/passwd"), "url must be an http:// or https:// address, got"),
     "softmax_attention(temperature='3')": (lambda: softmax_dynamics.softmax_attention(np.ones((2, 3)), "3"),
                                           "temperature must be an array of finite numbers, got '3'"),
-    "convergence_rate_ratio(j == k)": (lambda: dynamics.convergence_rate_ratio([1.0, 2.0], [0.0, 1.0], j=1, k=1),
-                                       "j and k must name two different components .*got j=1, k=1"),
+    "convergence_rate_ratio(j == j_prime)": (
+        lambda: dynamics.convergence_rate_ratio([1.0, 2.0], [0.0, 1.0], j=1, j_prime=1),
+        "j and j_prime must name two different components .*got j=1, j_prime=1"),
     "Vocab.build([])": (lambda: lm_data.Vocab.build([]), "lines must hold at least one token .*got"),
     "causal_mask(0)": (lambda: importlib.import_module("joma_lib.lm.model").causal_mask(0),
                        r"t must be an integer in \[1, 1.04858e\+06\], got 0"),

@@ -32,10 +32,10 @@ def test_spread_three_is_the_paper_mu_and_smaller_spreads_rescale_it(grid):
 
 
 def test_every_grid_point_is_the_library_run_at_the_sampled_steps(grid):
-    """Catches axis mix-ups: each (mode, spread, T) cell must equal a direct single run."""
+    """Catches axis mix-ups: each (mode, spread, tau_v) cell must equal a direct single run."""
     for m, mode in enumerate(MODES):
         for i in range(2):
-            for j, temperature in enumerate(grid["temperatures"]):
+            for j, temperature in enumerate(grid["tau_v"]):
                 run = simulate_softmax_attention(grid["mu"][i], n_steps=SMALL["n_steps"],
                                                  temperature=temperature, nonlinear=mode == "nonlinear")
                 np.testing.assert_allclose(grid["v"][m, i, j], run.v[grid["steps"]], rtol=1e-6)
@@ -86,7 +86,7 @@ def test_fig4_explorer_plots_the_grid_cell_its_controls_point_at(grid, payload, 
         np.testing.assert_allclose(ys[d], grid["entropy"][index], rtol=1e-3, atol=1e-30)
         fixed_point = ys[d + 1]
         assert (fixed_point == [None, None]) == (index[0] == lin)  # the fixed-point line: nonlinear only
-    fig = ex.figure({"mode": "linear", "spread": 1.0, "temperature": 1.0})
+    fig = ex.figure({"mode": "linear", "spread": 1.0, "tau_v": 1.0})
     assert fig.layout.sliders[0].active == 0 and fig.layout.updatemenus[0].active == lin
     assert fig.data[d + 1].visible is False and fig.data[0].name.startswith("\u0394")
     assert ex.cell(FIG4_INITIAL) == (MODES.index("nonlinear"), 1, 1)

@@ -14,8 +14,8 @@ from joma_lib.theory.latent_tree import HBLT, association_time, cooccurrence_exa
 
 
 def test_hierarchy_grid_matches_theorem5_and_the_association_time(payload, cell_data):
-    data = make_hierarchy_grid(depths=(2, 4), rhos=(0.75, 0.9), n_times=401)
-    tree = HBLT(depth=4, rho=0.9)
+    data = make_hierarchy_grid(tree_heights=(2, 4), rhos=(0.75, 0.9), n_times=401)
+    tree = HBLT(tree_height=4, rho=0.9)
     for h in range(1, 5):
         p = cooccurrence_exact(tree, 2 ** (h - 1), 0)
         assert data["cooccurrence"][1, 1, h - 1] == pytest.approx(p, rel=1e-12)
@@ -27,8 +27,8 @@ def test_hierarchy_grid_matches_theorem5_and_the_association_time(payload, cell_
     p = payload(hierarchy_explorer(data).html("h"))
     ys = cell_data(p, (0, 1))
     assert ys[0][:2] == pytest.approx(data["cooccurrence"][0, 1, :2], rel=1e-2) and ys[0][2:] == [None, None]
-    with pytest.raises(ValueError, match="depths"):
-        make_hierarchy_grid(depths=(4, 2))
+    with pytest.raises(ValueError, match="tree_heights"):
+        make_hierarchy_grid(tree_heights=(4, 2))
 
 
 def test_fig5_association_order_and_sparse_then_dense() -> None:
@@ -61,19 +61,19 @@ def test_fig5_attention_is_on_the_sibling_when_sparsest_and_spread_at_the_end() 
 
 def test_fig5_tree_is_theorem5_on_the_tree_of_the_figure() -> None:
     data = make_fig5_tree()
-    tree = HBLT(depth=4, rho=0.75)
+    tree = HBLT(tree_height=4, rho=0.75)
     assert data["cooccurrence"][0, 8] == pytest.approx(cooccurrence_exact(tree, 8, 0), rel=1e-12)
     assert data["cla_height"][0].tolist() == [0, 1, 2, 2, 3, 3, 3, 3] + [4] * 8
 
 
 @pytest.mark.parametrize("make", [make_fig5, make_fig5_attention, make_fig5_tree])
 def test_fig5_figures_refuse_a_tree_too_shallow_for_their_panels(make) -> None:
-    with pytest.raises(ValueError, match="depth"):
-        make(depth=1)
+    with pytest.raises(ValueError, match="tree_height"):
+        make(tree_height=1)
 
 
 def test_query_run_and_its_linear_twin() -> None:
-    run = query_run(HBLT(depth=3, rho=0.9), query=2, scale=3.0, n_times=101)
+    run = query_run(HBLT(tree_height=3, rho=0.9), query=2, scale=3.0, n_times=101)
     assert run.heights[2] == 0 and run.mu[2] == 0.0 and run.v.shape == (101, 8)
     assert run.dip == pytest.approx(run.entropy[0] - run.entropy.min()) and run.dip > 0
     assert np.all(np.diff(run.assoc_time) > 0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from joma_lib.chapters.figs2_3.explorer import theorem1_explorer
-from joma_lib.chapters.figs2_3.figures import make_theorem1_grid, v0_late_growth
+from joma_lib.chapters.figs2_3.figures import make_theorem1_grid, v_node0_late_growth
 from joma_lib.chapters.figs2_3.readings import (fig2_readings, grid_readings, softmax_nc_by_concentration,
                                                 softmax_residual_sources)
 from joma_lib.theory.invariants import toy_check
@@ -53,15 +53,15 @@ def test_fig2_inputs_are_token_frequencies(fig_data):
 
 def test_fig3_most_salient_component_keeps_growing(fig_data):
     d = fig_data["fig3"]
-    v0, steps = d["v0"], d["steps"]
+    v_node0, steps = d["v_node0"], d["steps"]
     assert d["V_init"].shape == d["V_final"].shape == (20, 20)
-    np.testing.assert_allclose(d["V_final"][:4, 0], v0[-1], rtol=1e-12)
-    end = v0[-1]
+    np.testing.assert_allclose(d["V_final"][:4, 0], v_node0[-1], rtol=1e-12)
+    end = v_node0[-1]
     assert end[0] > 2 * np.abs(end[1:]).max()                      # component 0 dominates (sim: 1.67 vs 0.37)
     second_half = steps >= 1000
-    assert np.all(np.diff(v0[second_half, 0]) > 0)                  # ... and keeps growing
+    assert np.all(np.diff(v_node0[second_half, 0]) > 0)             # ... and keeps growing
     last = steps >= 1500
-    growth = v0[last][-1] - v0[last][0]
+    growth = v_node0[last][-1] - v_node0[last][0]
     assert growth[0] >= 0.3
     assert np.all(np.abs(growth[1:]) <= 0.05 * growth[0])           # the others have saturated
 
@@ -96,10 +96,10 @@ def test_fig2_readings_take_the_worst_seed_from_step_100():
         "fig2a-mean-attn-max": 0.05, "fig2b-mean-attn-min": 0.45}
 
 
-def test_v0_late_growth_is_counted_from_step_1500():
+def test_v_node0_late_growth_is_counted_from_step_1500():
     steps = np.array([0, 1000, 1500, 2000])
-    v0 = np.array([[0.0, 0.0], [1.0, 0.5], [1.2, 0.6], [1.5, 0.6]])
-    np.testing.assert_allclose(v0_late_growth({"steps": steps, "v0": v0}), [0.3, 0.0], atol=1e-15)
+    v_node0 = np.array([[0.0, 0.0], [1.0, 0.5], [1.2, 0.6], [1.5, 0.6]])
+    np.testing.assert_allclose(v_node0_late_growth({"steps": steps, "v_node0": v_node0}), [0.3, 0.0], atol=1e-15)
 
 
 def test_softmax_nc_by_concentration_is_the_toy_run_from_step_100():

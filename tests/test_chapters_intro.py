@@ -10,7 +10,7 @@ from joma_lib.chapters.intro.figures import make_summary, plot_summary
 
 @pytest.fixture(scope="module")
 def summary() -> dict[str, np.ndarray]:
-    return make_summary(n_steps=400, record_every=20, depth=3, n_times=201)
+    return make_summary(n_steps=400, record_every=20, tree_height=3, n_times=201)
 
 
 def test_the_summary_starts_uniform_and_the_linear_mlp_collapses_below_the_nonlinear(summary):
@@ -34,7 +34,7 @@ def test_the_summary_draws_three_titled_panels(summary):
     assert len(fig.axes[2].get_lines()) == 2 * 3  # a curve and its 90 % time for each height
 
 
-@pytest.mark.parametrize("kwargs, name", [({"depth": 1}, "depth"), ({"scale": 0.0}, "scale"),
+@pytest.mark.parametrize("kwargs, name", [({"tree_height": 1}, "tree_height"), ({"scale": 0.0}, "scale"),
                                           ({"n_steps": 5}, "n_steps")])
 def test_bad_settings_name_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -83,7 +83,7 @@ def test_the_linear_step_is_the_exercise_solution():
     lin_spec, X_lin, _, lin_state = theorem1_toy("linear", "tanh")
     assert np.array_equal(X_lin, X) and np.array_equal(lin_state.W[0], state.W[0]) and np.all(lin_state.z[0] == 1)
     U_C, u_q = spec.embeddings()
-    W, W_out, Y, lr = state.W[0], state.A[0], np.eye(spec.n_classes)[:, y], 0.1
+    W, W_out, Y, lr = state.W[0], state.W_out[0], np.eye(spec.n_classes)[:, y], 0.1
     z = np.ones(X.shape[0])
     f = U_C @ (X * z[:, None]) + u_q[:, None]
     h = np.tanh(W.T @ f)

@@ -8,7 +8,7 @@ import pytest
 from scipy.special import erf
 
 from joma_lib.chapters.theorem2 import (
-    THEOREM2_DELTA,
+    THEOREM2_SALIENCY,
     attention_near_blowup,
     blowup_time,
     erf_spread,
@@ -37,55 +37,56 @@ def test_thm2_closed_form_figure(figures_by_id):
 
 
 # ------------------------------------------------------------------ variants: the page's hidden checks
-DELTA = np.array(THEOREM2_DELTA)
+SALIENCY = np.array(THEOREM2_SALIENCY)
 
 
 def test_erf_spread_tells_the_conserved_ratio_from_the_printed_one():
-    t = np.array([0.2, 0.5, 0.9, 0.999]) * blowup_time(DELTA)
-    v = linear_closed_form(DELTA, t)
-    assert erf_spread(v, DELTA, np.sqrt(2)).shape == (4,)
-    assert erf_spread(v, DELTA, np.sqrt(2)).max() < 1e-12
-    printed = erf_spread(v, DELTA, 2.0)                 # the slides' erf(v/2): spreads more and more
+    t = np.array([0.2, 0.5, 0.9, 0.999]) * blowup_time(SALIENCY)
+    v = linear_closed_form(SALIENCY, t)
+    assert erf_spread(v, SALIENCY, np.sqrt(2)).shape == (4,)
+    assert erf_spread(v, SALIENCY, np.sqrt(2)).max() < 1e-12
+    printed = erf_spread(v, SALIENCY, 2.0)              # the slides' erf(v/2): spreads more and more
     assert printed[0] > 1e-4 and np.all(np.diff(printed) > 0) and printed[2] > 0.1
 
 
 def test_temperature_sqrt2_conserves_the_printed_ratio():
-    t_star = temperature_blowup_time(DELTA, np.sqrt(2))
-    assert t_star == pytest.approx(np.sqrt(np.pi) / np.abs(DELTA).max(), rel=1e-14)
-    assert temperature_blowup_time(DELTA, 1.0) == pytest.approx(blowup_time(DELTA), rel=1e-15)
+    t_star = temperature_blowup_time(SALIENCY, np.sqrt(2))
+    assert t_star == pytest.approx(np.sqrt(np.pi) / np.abs(SALIENCY).max(), rel=1e-14)
+    assert temperature_blowup_time(SALIENCY, 1.0) == pytest.approx(blowup_time(SALIENCY), rel=1e-15)
     t = np.array([0.5, 0.9, 0.99]) * t_star
-    v = integrate_temperature(DELTA, np.sqrt(2), t)
-    np.testing.assert_allclose(erf(v / 2) / DELTA, np.repeat((t / np.sqrt(np.pi))[:, None], DELTA.size, 1), rtol=1e-8)
-    assert erf_spread(v, DELTA, 2.0).max() < 1e-8 and erf_spread(v, DELTA, np.sqrt(2)).min() > 0.01
+    v = integrate_temperature(SALIENCY, np.sqrt(2), t)
+    np.testing.assert_allclose(erf(v / 2) / SALIENCY, np.repeat((t / np.sqrt(np.pi))[:, None], SALIENCY.size, 1),
+                               rtol=1e-8)
+    assert erf_spread(v, SALIENCY, 2.0).max() < 1e-8 and erf_spread(v, SALIENCY, np.sqrt(2)).min() > 0.01
 
 
 def test_temperature_one_is_theorem2():
-    t = np.array([0.3, 0.8, 0.95]) * blowup_time(DELTA)
-    np.testing.assert_allclose(integrate_temperature(DELTA, 1.0, t), linear_closed_form(DELTA, t), rtol=1e-8)
+    t = np.array([0.3, 0.8, 0.95]) * blowup_time(SALIENCY)
+    np.testing.assert_allclose(integrate_temperature(SALIENCY, 1.0, t), linear_closed_form(SALIENCY, t), rtol=1e-8)
 
 
 def test_linear_attention_is_sinh():
     t = np.array([0.5, 1.0, 3.0])
-    np.testing.assert_allclose(integrate_linear_attention(DELTA, t), np.sinh(np.outer(t, DELTA)), rtol=1e-8,
+    np.testing.assert_allclose(integrate_linear_attention(SALIENCY, t), np.sinh(np.outer(t, SALIENCY)), rtol=1e-8,
                                atol=1e-12)
 
 
 def test_euler_steps_are_first_order():
-    exact = np.sinh(3.0 * DELTA)
-    errors = [np.abs(euler_steps(lambda v: DELTA * np.sqrt(1 + v * v), np.zeros(5), 3.0, n) - exact).max()
+    exact = np.sinh(3.0 * SALIENCY)
+    errors = [np.abs(euler_steps(lambda v: SALIENCY * np.sqrt(1 + v * v), np.zeros(5), 3.0, n) - exact).max()
               for n in (2_000, 4_000)]
     assert errors[1] == pytest.approx(errors[0] / 2, rel=0.05)    # halving the step halves the error
-    np.testing.assert_allclose(euler_steps(lambda v: DELTA, np.zeros(5), 2.0, 7), 2.0 * DELTA, rtol=1e-14)
+    np.testing.assert_allclose(euler_steps(lambda v: SALIENCY, np.zeros(5), 2.0, 7), 2.0 * SALIENCY, rtol=1e-14)
 
 
 def test_attention_near_blowup():
-    gap = np.geomspace(1.0, 1e-12, 50)
-    tie = attention_near_blowup([1.0, 1.0, 0.5], [0.2, 0.6, 0.9], gap)
+    time_left = np.geomspace(1.0, 1e-12, 50)
+    tie = attention_near_blowup([1.0, 1.0, 0.5], [0.2, 0.6, 0.9], time_left)
     np.testing.assert_allclose(tie.sum(axis=1), 1.0, rtol=1e-14)
     np.testing.assert_allclose(tie[0], [0.2 / 1.7, 0.6 / 1.7, 0.9 / 1.7], rtol=1e-14)  # t = 0: by co-occurrence
     np.testing.assert_allclose(tie[-1], [0.25, 0.75, 0.0], atol=1e-9)  # the tied leaders split by co-occurrence
-    near = attention_near_blowup([1.0, 0.99], [0.5, 0.5], gap)
-    assert np.all(np.diff(near[:, 0]) >= 0) and near[-1, 0] > 0.99 and near[gap > 1e-3, 0].max() < 0.9
+    near = attention_near_blowup([1.0, 0.99], [0.5, 0.5], time_left)
+    assert np.all(np.diff(near[:, 0]) >= 0) and near[-1, 0] > 0.99 and near[time_left > 1e-3, 0].max() < 0.9
 
 
 @pytest.mark.parametrize("call", [
@@ -94,7 +95,7 @@ def test_attention_near_blowup():
     lambda: attention_near_blowup([1.0, 0.5], [0.5, 0.5], [0.0]),        # at t* itself
     lambda: attention_near_blowup([1.0, 0.5], [0.5, 0.5], [1e-17]),      # rounds to t*
     lambda: attention_near_blowup([[1.0, 0.5]], [0.5, 0.5], [0.5]),      # two problems
-    lambda: temperature_blowup_time(DELTA, 0.0),
+    lambda: temperature_blowup_time(SALIENCY, 0.0),
     lambda: integrate_temperature([0.0, 0.0], 1.0, [1.0]),
     lambda: euler_steps(lambda v: v, [1.0], 1.0, 0),
 ])

@@ -90,7 +90,7 @@ def test_the_widget_at_the_page_settings_ends_where_the_portrait_does(figures_by
     ({"bias": -0.3}, {"mixed"}),                                    # the node does not choose ...
     ({"bias": -0.4}, {"centre 1", "mixed", "centre 2"}),            # ... lower, it does ...
     ({"bias": -0.75}, {"dead (v = 0)"}),                            # ... and lower still, it dies
-    ({"sigma": 0.5}, {"mixed"}),                                    # a wide spread: no start chooses
+    ({"nu": 0.5}, {"mixed"}),                                       # a wide spread: no start chooses
     ({"weight_decay": 0.1, "t_max": 10.0}, {"still moving"}),
 ])
 def test_what_the_page_says_to_try_with_the_widget(values, kinds):
@@ -106,7 +106,7 @@ def test_the_mixed_point_loses_its_basin_before_the_centres():
 @pytest.mark.parametrize(("values", "message"), [
     ({"bias": 0.5}, r"bias must be in \[-1.2, 0.4\], got 0.5"),
     ({"weight_decay": 0.0}, r"weight_decay must be in \[0.1, 1.5\], got 0.0"),
-    ({"sigma": float("nan")}, r"sigma must be a finite number in \[0.05, 0.5\], got nan"),
+    ({"nu": float("nan")}, r"nu must be a finite number in \[0.05, 0.5\], got nan"),
     ({"n_starts": 16}, r"n_starts must be an integer in \[2, 15\], got 16"),
     ({"t_max": 1e9}, r"t_max must be in \[10, 200\], got 1000000000.0"),
 ])

@@ -18,13 +18,13 @@ from joma_lib.kit import load_reference
 def test_wikitext_reference_grid_agrees_with_fig6_and_fig8_and_the_explorer_shows_it(payload, cell_data):
     """The committed grid against the committed Fig. 6 / Fig. 8 data (both from the authors' runs)."""
     grid, fig6, fig8 = (load_reference(f) for f in ("c-wikitext-grid", "fig6", "fig8"))
-    depths, lrs = list(grid["depths"]), list(grid["lrs"])
+    nlayers, lrs = list(grid["nlayers"]), list(grid["lrs"])
     for p, n in enumerate(fig6["nlayers"]):
-        cell = (0, depths.index(int(n)), lrs.index(1e-4))
+        cell = (0, nlayers.index(int(n)), lrs.index(1e-4))
         np.testing.assert_allclose(grid["attn_entropy"][cell][:, :n], fig6["attn_entropy"][p, :, :n], rtol=1e-12)
         assert grid["min_val_loss"][cell] == pytest.approx(fig6["min_val_loss"][p], rel=1e-12)
     for p, lr in enumerate(fig8["lr"]):
-        cell = (0, depths.index(5), int(np.argmin(np.abs(np.log(grid["lrs"] / lr)))))
+        cell = (0, nlayers.index(5), int(np.argmin(np.abs(np.log(grid["lrs"] / lr)))))
         assert grid["min_val_loss"][cell] == pytest.approx(fig8["min_val_loss"][p], rel=1e-12)
     ex = wikitext_explorer(grid)
     payload_ = payload(ex.html("w"))

@@ -53,19 +53,19 @@ def test_fig3_a_component_that_catches_up_or_keeps_growing_breaks_its_claims():
     0.6 of it, or where component 0 falls back at the very end; and the others must stop growing: it fails where
     component 1 climbs steadily over the last 500 steps."""
     data = dict(load_reference("fig3"))
-    v0, steps = data["v0"], data["steps"]
+    v_node0, steps = data["v_node0"], data["steps"]
     assert verdict("fig3", "fig3-salient-takes-all", data) == "holds"
     assert verdict("fig3", "fig3-others-saturate", data) == "holds"
-    caught_up = v0.copy()
-    caught_up[-1, 1] = 0.6 * v0[-1, 0]
-    assert verdict("fig3", "fig3-salient-takes-all", {**data, "v0": caught_up}) == "fails"
-    fell_back = v0.copy()
-    fell_back[-1, 0] = 0.5 * np.abs(v0[-1, 1:]).max()
-    assert verdict("fig3", "fig3-salient-takes-all", {**data, "v0": fell_back}) == "fails"
-    growing = v0.copy()
+    caught_up = v_node0.copy()
+    caught_up[-1, 1] = 0.6 * v_node0[-1, 0]
+    assert verdict("fig3", "fig3-salient-takes-all", {**data, "v_node0": caught_up}) == "fails"
+    fell_back = v_node0.copy()
+    fell_back[-1, 0] = 0.5 * np.abs(v_node0[-1, 1:]).max()
+    assert verdict("fig3", "fig3-salient-takes-all", {**data, "v_node0": fell_back}) == "fails"
+    growing = v_node0.copy()
     late = steps >= 1500
     growing[late, 1] += 0.1 * (steps[late] - 1500) / 500  # 0.1 more by the end: over 5 % of component 0's growth
-    assert verdict("fig3", "fig3-others-saturate", {**data, "v0": growing}) == "fails"
+    assert verdict("fig3", "fig3-others-saturate", {**data, "v_node0": growing}) == "fails"
 
 
 def test_relu_weights_that_never_moved_do_not_settle_at_the_centres():
@@ -161,5 +161,5 @@ def test_cooccurrence_claims_fail_on_a_nan_in_a_later_tree_and_on_a_flat_curve()
     assert [verdict("c-cooccurrence", i, {**data, "exact": exact}) for i in ids] == ["fails"] * 4
     sampled[1:, 2] = np.nan
     assert verdict("c-cooccurrence", "thm5-monte-carlo", {**data, "monte_carlo": sampled}) == "fails"
-    flat = np.where(data["H"][None, :] <= data["depths"][:, None], 0.5, np.nan)
+    flat = np.where(data["H"][None, :] <= data["tree_heights"][:, None], 0.5, np.nan)
     assert verdict("c-cooccurrence", "thm5-one-minus-h-over-l", {**data, "exact": flat}) == "fails"

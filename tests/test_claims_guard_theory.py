@@ -57,7 +57,7 @@ def test_the_most_salient_token_must_diverge_for_the_finite_limits():
     data = load_reference("c-thm2-closed-form")
     assert verdict("c-thm2-closed-form", "thm2-finite-limits", data) == "holds"
     v = data["v_closed"].copy()
-    v[:, int(np.argmax(np.abs(data["delta"])))] = 0.0  # the most salient token frozen at its start
+    v[:, int(np.argmax(np.abs(data["saliency"])))] = 0.0  # the most salient token frozen at its start
     assert verdict("c-thm2-closed-form", "thm2-finite-limits", {**data, "v_closed": v}) == "fails"
 
 

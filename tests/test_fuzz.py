@@ -107,10 +107,10 @@ def _widget(make: Callable[..., Any]) -> Callable[..., Any]:
 
 #: function -> strategies of its arguments (by name)
 CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] = {
-    "dynamics.linear_closed_form": (dynamics.linear_closed_form, {"delta": _arr((4,)), "t": _arr((3,), 0, 2)}),
-    "dynamics.linear_limits": (dynamics.linear_limits, {"delta": _arr((4,))}),
-    "dynamics.blowup_time": (dynamics.blowup_time, {"delta": _arr((4,))}),
-    "dynamics.erf_ratio": (dynamics.erf_ratio, {"v": _arr((4,)), "delta": _arr((4,))}),
+    "dynamics.linear_closed_form": (dynamics.linear_closed_form, {"saliency": _arr((4,)), "t": _arr((3,), 0, 2)}),
+    "dynamics.linear_limits": (dynamics.linear_limits, {"saliency": _arr((4,))}),
+    "dynamics.blowup_time": (dynamics.blowup_time, {"saliency": _arr((4,))}),
+    "dynamics.erf_ratio": (dynamics.erf_ratio, {"v": _arr((4,)), "saliency": _arr((4,))}),
     "softmax_dynamics.softmax_attention": (softmax_dynamics.softmax_attention, {
         "v": _arr((2, 5)), "temperature": _num(0.1, 10)}),
     "softmax_dynamics.row_entropy": (softmax_dynamics.row_entropy, {"b": _arr((2, 5), 0.0, 1.0)}),
@@ -159,7 +159,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "combination_hierarchy.of_labels": (HIERARCHY.of_labels, {
         "labels": st.one_of(st.lists(st.integers(0, 3), min_size=1, max_size=5).map(np.array),
                             st.sampled_from([np.array([-1]), np.array([4]), np.array([1.5]), [[0]], "0", None]))}),
-    "invariants.invariant_gap": (invariants.invariant_gap, {
+    "invariants.invariant_constant": (invariants.invariant_constant, {
         "z": st.one_of(_arr((4,)), _arr((5,))), "V": st.one_of(_arr((4, 3)), _arr((5, 3))), "attention": _attn(),
         "temperature": _num(0.1, 5), "lr_ratio": _num(0.1, 5)}),
     "latent_tree.attention_from_association": (latent_tree.attention_from_association, {
@@ -199,8 +199,8 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "bags.gaussian_or_random_bags": (lambda **kw: bags.gaussian_or_random_bags(**kw)[0], {
         "variant": st.sampled_from(["gaussian", "random", "", None]), "n_distinct": _int(1, 6), "n_common": _int(1, 6),
         "n_classes": _int(1, 6), "width": _num(1, 40), "seed": _int(0, 5)}),
-    "nonlinear.toy_mixture": (lambda d, sigma: nonlinear.toy_mixture(d, sigma).centres, {
-        "d": _int(3, 12), "sigma": _num(0.01, 1)}),
+    "nonlinear.toy_mixture": (lambda d, nu: nonlinear.toy_mixture(d, nu).centres, {
+        "d": _int(3, 12), "nu": _num(0.01, 1)}),
     "saliency.sample_tokens": (lambda n_samples, grad_noise: saliency.sample_tokens(
         saliency.toy_token_model(), n_samples, grad_noise)[2], {"n_samples": _int(1, 50), "grad_noise": _num(0, 2)}),
     "attention_kinds.attention_kind": (lambda attention: attention_kinds.attention_kind(attention).name,
@@ -213,8 +213,9 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, st.SearchStrategy[Any]]]] =
     "nonlinear.sphere_trajectories": (lambda v0, t_eval, bias: nonlinear.sphere_trajectories(MIXTURE, v0, t_eval, bias),
                                       {"v0": st.one_of(_arr((1, 8), 0.1, 1), _arr((3,))), "t_eval": _arr((3,), 0, 1),
                                        "bias": _num(-1, 0)}),
-    "saliency.salient_token_dynamics": (lambda n_times, min_gap: saliency.salient_token_dynamics(
-        saliency.toy_token_model(), n_times, min_gap).attention, {"n_times": _int(2, 50), "min_gap": _num(1e-6, 1e-2)}),
+    "saliency.salient_token_dynamics": (lambda n_times, min_time_left: saliency.salient_token_dynamics(
+        saliency.toy_token_model(), n_times, min_time_left).attention,
+        {"n_times": _int(2, 50), "min_time_left": _num(1e-6, 1e-2)}),
     "lm.presets.preset_configs": (lambda preset, seeds: len(presets.preset_configs(preset, seeds)), {
         "preset": st.sampled_from(["rerun-full", "paper", "nope", "", None]),
         "seeds": st.sampled_from([None, [1], [], [-1], "1"])}),
@@ -231,11 +232,12 @@ WIDGETS: dict[str, tuple[str, str, dict[str, st.SearchStrategy[Any]]]] = {
         "n": _int(2, 30), "temperature": _num(0.25, 10), "eta": _num(0.005, 0.1), "n_steps": _int(100, 300),
         "profile": st.sampled_from(["fig4", "linear", "cubic", None])}),
     "widgets.hierarchy.CooccurrenceWidget": ("joma_lib.chapters.hierarchy.widget", "CooccurrenceWidget", {
-        "depth": _int(2, 20), "height": _int(1, 20), "rho": _num(0.05, 1), "tie_rho": st.sampled_from([True, 1, "x"])}),
+        "tree_height": _int(2, 20), "height": _int(1, 20), "rho": _num(0.05, 1),
+        "tie_rho": st.sampled_from([True, 1, "x"])}),
     "widgets.theorem1.theorem1_live_widget": ("joma_lib.chapters.theorem1.widget", "theorem1_live_widget", {
         "attention": _attn(), "lr_ratio": st.sampled_from([0.25, 1.0, 3.0, math.nan]), "seed": _int(0, 9)}),
     "widgets.theorem3.RestingPointWidget": ("joma_lib.chapters.theorem3.widget", "RestingPointWidget", {
-        "bias": _num(-1.2, 0.4), "weight_decay": _num(0.1, 1.5), "sigma": _num(0.05, 0.5), "n_starts": _int(2, 4),
+        "bias": _num(-1.2, 0.4), "weight_decay": _num(0.1, 1.5), "nu": _num(0.05, 0.5), "n_starts": _int(2, 4),
         "t_max": _num(10, 30)}),
 }
 

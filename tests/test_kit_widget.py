@@ -20,7 +20,7 @@ WIDGETS = {
     "theorem1": lambda: theorem1_live_widget(attention="linear", phi="identity"),
     "theorem3": lambda: RestingPointWidget(n_starts=3, t_max=20.0),
     "theorem4": lambda: ModifiedMLPWidget(n_steps=200),
-    "hierarchy": lambda: CooccurrenceWidget(depth=6),
+    "hierarchy": lambda: CooccurrenceWidget(tree_height=6),
 }
 
 # (widget, bad values, words the message must contain, good values that must redraw afterwards)
@@ -30,7 +30,7 @@ CASES = [
     ("theorem4", {"n_steps": 0}, ["n_steps", "100"], {"n_steps": 300}),
     ("theorem4", {"low": 3.0, "high": 2.0}, ["high", "3"], {"high": 5.0}),  # refused by the computation
     ("theorem4", {"profile": "cubic"}, ["profile", "geometric"], {"profile": "linear"}),
-    ("hierarchy", {"depth": 0}, ["depth", "[2, 20]"], {"depth": 5}),
+    ("hierarchy", {"tree_height": 0}, ["tree_height", "[2, 20]"], {"tree_height": 5}),
     ("hierarchy", {"rho": -0.5}, ["rho"], {"tie_rho": False, "rho": 0.5}),
     ("theorem1", {"seed": -1}, ["seed", "[0, 9]"], {"seed": 3}),
     ("theorem1", {"lr_ratio": 3.0}, ["lr_ratio", "one of"], {"lr_ratio": 2.0}),

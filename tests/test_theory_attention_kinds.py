@@ -21,27 +21,27 @@ def test_inverse_potential_undoes_the_potential(name):
 
 @pytest.mark.parametrize("name", ATTENTIONS)
 def test_numpy_score_is_the_torch_kernel(name):
-    """``score`` gives ``g`` and ``g'`` with kernel(s, x) = x g(s) (normalised over tokens where the kind is):
-    checked against the torch kernel and its autograd derivative."""
+    """``score`` gives ``sigma`` and ``sigma'`` with kernel(s, x) = x sigma(s) (normalised over tokens where the kind
+    is): checked against the torch kernel and its autograd derivative."""
     kind = attention_kind(name)
     if kind.score is None:
         pytest.skip(f"{name} is registered without a numpy score (the widget runs it through torch)")
     rng = np.random.default_rng(1)
     s, x = rng.normal(size=(2, 5, 1)), rng.random((2, 5, 3))
-    g, dg = kind.score(s)
-    b = x * g
+    sigma, dsigma = kind.score(s)
+    b = x * sigma
     if kind.normalized:
         b = b / b.sum(axis=1, keepdims=True)
     s_t = torch.tensor(s, requires_grad=True)
     b_t = kind.kernel(s_t, torch.tensor(x))
     np.testing.assert_allclose(b, b_t.detach().numpy(), rtol=1e-13)
-    if not kind.normalized:  # db/ds = x g'(s) elementwise
+    if not kind.normalized:  # db/ds = x sigma'(s) elementwise
         b_t.sum().backward()
-        np.testing.assert_allclose((x * dg).sum(axis=2, keepdims=True), s_t.grad.numpy(), rtol=1e-13)
+        np.testing.assert_allclose((x * dsigma).sum(axis=2, keepdims=True), s_t.grad.numpy(), rtol=1e-13)
 
 
 def test_softmax_attention_of_logits_beyond_exps_range_is_exact():
-    """Logits z/T of 800 and 799 overflow exp unless shifted: the kernel still gives x_l e^{s_l} / sum, here weights
+    """Logits z/tau of 800 and 799 overflow exp unless shifted: the kernel still gives x_l e^{s_l} / sum, here weights
     proportional to 1 and e^-1 (float64)."""
     s = torch.tensor([[[800.0], [799.0]]], dtype=torch.float64)  # (R, M_C, 1)
     x = torch.ones(1, 2, 1, dtype=torch.float64)
@@ -57,8 +57,9 @@ def test_unknown_kind_names_the_registry():
 
 
 def test_a_new_kind_is_one_registry_entry(monkeypatch, theorem1_holds):
-    """CONTRIBUTING.md "Add an attention kind": b = x exp(2 z/T) is exp attention at temperature T/2, so Theorem 1
-    holds with G(z) = z and c(T) = 1/T. One entry makes the block train with it and the invariant check it."""
+    """CONTRIBUTING.md "Add an attention kind": b = x exp(2 z/tau) is exp attention at temperature tau/2, so
+    Theorem 1 holds with G(z) = z and c(tau) = 1/tau. One entry makes the block train with it and the invariant
+    check it."""
     doubled = AttentionKind("exp2", kernel=lambda s, x: x * torch.exp(2 * s), potential=lambda z: z,
                             inverse_potential=lambda g, z0: g, coefficient=lambda temperature: 1.0 / temperature)
     monkeypatch.setitem(ATTENTION_KINDS, "exp2", doubled)

@@ -44,7 +44,7 @@ def test_training_rejects_bad_inputs():
     with pytest.raises(ValueError, match="y"):
         train(spec, X, y + 4, state, 5)
     with pytest.raises(ValueError, match="state.W"):
-        train(spec, X, y, BlockState(state.W[:, :3], state.z, state.A), 5)
+        train(spec, X, y, BlockState(state.W[:, :3], state.z, state.W_out), 5)
     with pytest.raises(ValueError, match="seed"):
         init_state(spec, [-1])
 
@@ -60,21 +60,21 @@ def test_attention_forms():
     rng = np.random.default_rng(0)
     z = torch.tensor(rng.standard_normal((2, 5)))
     X = torch.tensor(rng.random((2, 5, 7)))
-    T = 0.5
-    np.testing.assert_allclose(attention(z, X, "linear", T), X * (z / T)[..., None], rtol=1e-14)
-    np.testing.assert_allclose(attention(z, X, "exp", T), X * torch.exp(z / T)[..., None], rtol=1e-14)
-    soft = attention(z, X, "softmax", T)
+    tau = 0.5
+    np.testing.assert_allclose(attention(z, X, "linear", tau), X * (z / tau)[..., None], rtol=1e-14)
+    np.testing.assert_allclose(attention(z, X, "exp", tau), X * torch.exp(z / tau)[..., None], rtol=1e-14)
+    soft = attention(z, X, "softmax", tau)
     np.testing.assert_allclose(soft.sum(dim=1), 1.0, rtol=1e-14)
-    np.testing.assert_allclose(soft, X * torch.exp(z / T)[..., None] / (X * torch.exp(z / T)[..., None]).sum(1,
+    np.testing.assert_allclose(soft, X * torch.exp(z / tau)[..., None] / (X * torch.exp(z / tau)[..., None]).sum(1,
                                keepdim=True), rtol=1e-12)
 
 
 def test_replicas_are_independent():
     spec, X, y, _ = theorem1_toy("softmax", "silu")
-    both = init_state(spec, [3, 4], w_scale=0.3, a_scale=0.3)
+    both = init_state(spec, [3, 4], w_scale=0.3, w_out_scale=0.3)
     run_both = train(spec, X, y, both, 30, lr_z=0.2, lr_w=0.1)
     for r, seed in enumerate((3, 4)):
-        alone = train(spec, X, y, init_state(spec, [seed], w_scale=0.3, a_scale=0.3), 30, lr_z=0.2, lr_w=0.1)
+        alone = train(spec, X, y, init_state(spec, [seed], w_scale=0.3, w_out_scale=0.3), 30, lr_z=0.2, lr_w=0.1)
         np.testing.assert_allclose(run_both.z[:, r], alone.z[:, 0], rtol=1e-10, atol=1e-13)
         np.testing.assert_allclose(run_both.W[:, r], alone.W[:, 0], rtol=1e-10, atol=1e-13)
 

@@ -58,13 +58,13 @@ def test_numpy_activations_and_their_derivatives_match_torch(name):
 @pytest.mark.parametrize("kind", ATTENTIONS)
 def test_numpy_sgd_is_the_torch_sgd(kind, phi):
     """train_sgd_numpy (hand-written gradients) takes the same steps as train (autograd) to rounding: two
-    replicas with their own bags, T != 1, unequal rates, a sparse record; with and without the top layer."""
+    replicas with their own bags, tau != 1, unequal rates, a sparse record; with and without the top layer."""
     for top_layer in (True, False):
         spec = BlockSpec(n_context=5, d=7, n_hidden=3, n_classes=3, attention=kind, phi=phi, temperature=0.7,
                          top_layer=top_layer, embedding_seed=1)
         X = np.stack([dirichlet_bags(5, 3, 9, seed=s)[0] for s in (0, 1)])
         y = dirichlet_bags(5, 3, 9)[1]
-        state = init_state(spec, [2, 3], w_scale=0.5, a_scale=0.5, z_scale=0.3,
+        state = init_state(spec, [2, 3], w_scale=0.5, w_out_scale=0.5, z_scale=0.3,
                            z_offset=ATTENTION_KINDS[kind].z_start)
         kw = {"lr_z": 0.3, "lr_w": 0.2, "lr_top": 0.1, "record_every": 7}
         ref, fast = train(spec, X, y, state, 40, **kw), train_sgd_numpy(spec, X, y, state, 40, **kw)
@@ -92,13 +92,13 @@ def test_numpy_sgd_refuses_what_it_cannot_train(monkeypatch):
 
 
 def test_numpy_sgd_trains_softmax_with_large_logits_like_torch():
-    """z ~ 400 at T = 0.5: exp(z/T) overflows unless shifted by its max, as the torch kernel does (the numpy
+    """z ~ 400 at tau = 0.5: exp(z/tau) overflows unless shifted by its max, as the torch kernel does (the numpy
     engine reported "training diverged at step 0")."""
     spec = BlockSpec(n_context=5, d=7, n_hidden=3, n_classes=3, attention="softmax", phi="tanh", temperature=0.5,
                      top_layer=True, embedding_seed=1)
     X = np.stack([dirichlet_bags(5, 3, 9, seed=s)[0] for s in (0, 1)])
     y = dirichlet_bags(5, 3, 9)[1]
-    state = init_state(spec, [2, 3], w_scale=0.5, a_scale=0.5, z_scale=0.3, z_offset=400.0)
+    state = init_state(spec, [2, 3], w_scale=0.5, w_out_scale=0.5, z_scale=0.3, z_offset=400.0)
     kw = {"lr_z": 0.3, "lr_w": 0.2, "lr_top": 0.1, "record_every": 7}
     ref, fast = train(spec, X, y, state, 40, **kw), train_sgd_numpy(spec, X, y, state, 40, **kw)
     assert np.abs(ref.z[-1] - ref.z[0]).max() > 1e-2  # the logits moved
@@ -108,9 +108,10 @@ def test_numpy_sgd_trains_softmax_with_large_logits_like_torch():
 
 @pytest.mark.parametrize("kind", [k for k in ATTENTIONS if ATTENTION_KINDS[k].normalized and ATTENTION_KINDS[k].score])
 def test_normalised_scores_are_exponential(kind):
-    """train_sgd_numpy shifts s by its max for normalised kinds: exact only if g(s - c) = e^{-c} g(s) (and g')."""
+    """train_sgd_numpy shifts s by its max for normalised kinds: exact only if sigma(s - m) = e^{-m} sigma(s)
+    (and sigma')."""
     s = np.linspace(-3.0, 3.0, 7)
-    g, dg = ATTENTION_KINDS[kind].score(s)
-    g_shifted, dg_shifted = ATTENTION_KINDS[kind].score(s - 2.5)
-    np.testing.assert_allclose(g_shifted, np.exp(-2.5) * g, rtol=1e-14)
-    np.testing.assert_allclose(dg_shifted, np.exp(-2.5) * dg, rtol=1e-14)
+    sigma, dsigma = ATTENTION_KINDS[kind].score(s)
+    sigma_shifted, dsigma_shifted = ATTENTION_KINDS[kind].score(s - 2.5)
+    np.testing.assert_allclose(sigma_shifted, np.exp(-2.5) * sigma, rtol=1e-14)
+    np.testing.assert_allclose(dsigma_shifted, np.exp(-2.5) * dsigma, rtol=1e-14)

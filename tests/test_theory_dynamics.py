@@ -12,63 +12,64 @@ from joma_lib.theory.dynamics import (MAX_RATE_V, blowup_time, convergence_rate_
 from joma_lib.base.ode import integrate_autonomous
 from joma_lib.theory.softmax_dynamics import fig4_mu
 
-DELTA = np.array([1.0, 0.7, 0.4, -0.3, 0.05])
+SALIENCY = np.array([1.0, 0.7, 0.4, -0.3, 0.05])
 FRACTIONS = np.array([0.0, 0.2, 0.5, 0.9, 0.99, 0.999])
 
 
 # ----------------------------------------------------------------------------- Theorem 2
 def test_closed_form_matches_ode_to_1e6_up_to_0999_tstar():
     rng = np.random.default_rng(3)
-    deltas = np.concatenate([DELTA[None], rng.uniform(-2, 2, (6, 5))])
-    for delta in deltas:
-        t = FRACTIONS * blowup_time(delta)
-        np.testing.assert_allclose(integrate_linear(delta, t), linear_closed_form(delta, t), rtol=1e-6, atol=1e-12)
+    saliencies = np.concatenate([SALIENCY[None], rng.uniform(-2, 2, (6, 5))])
+    for saliency in saliencies:
+        t = FRACTIONS * blowup_time(saliency)
+        np.testing.assert_allclose(integrate_linear(saliency, t), linear_closed_form(saliency, t), rtol=1e-6,
+                                   atol=1e-12)
 
 
 def test_vectorised_integration_equals_per_problem_integration():
-    deltas = np.array([[1.0, 0.5, -0.2], [0.3, -0.6, 0.1]])
-    t = np.linspace(0, 0.99 * blowup_time(deltas).min(), 7)
-    batch = integrate_linear(deltas, t)
+    saliencies = np.array([[1.0, 0.5, -0.2], [0.3, -0.6, 0.1]])
+    t = np.linspace(0, 0.99 * blowup_time(saliencies).min(), 7)
+    batch = integrate_linear(saliencies, t)
     assert batch.shape == (7, 2, 3)
     for i in range(2):
-        np.testing.assert_allclose(batch[:, i], integrate_linear(deltas[i], t), rtol=1e-12)
+        np.testing.assert_allclose(batch[:, i], integrate_linear(saliencies[i], t), rtol=1e-12)
 
 
 def test_erf_sqrt2_ratio_is_conserved_and_erf_half_is_not():
-    t = FRACTIONS[1:] * blowup_time(DELTA)
-    v = integrate_linear(DELTA, t)
-    conserved = erf_ratio(v, DELTA)
+    t = FRACTIONS[1:] * blowup_time(SALIENCY)
+    v = integrate_linear(SALIENCY, t)
+    conserved = erf_ratio(v, SALIENCY)
     np.testing.assert_allclose(conserved, np.broadcast_to((t / np.sqrt(np.pi / 2))[:, None], v.shape), rtol=1e-6)
-    slides = erf_ratio(v, DELTA, scale=2.0)[3]  # at 0.9 t*
+    slides = erf_ratio(v, SALIENCY, scale=2.0)[3]  # at 0.9 t*
     assert slides.max() - slides.min() > 0.05  # the printed erf(v/2) form spreads over components
 
 
 def test_limits_and_blowup():
-    lim = linear_limits(DELTA)
+    lim = linear_limits(SALIENCY)
     assert np.isposinf(lim[0])
     np.testing.assert_allclose(lim[1:], [1.03643, 0.52440, -0.38532, 0.06271], atol=1e-5)
-    t_star = blowup_time(DELTA)
+    t_star = blowup_time(SALIENCY)
     assert t_star == pytest.approx(np.sqrt(np.pi / 2))
-    near = linear_closed_form(DELTA, (1 - 1e-9) * t_star)
+    near = linear_closed_form(SALIENCY, (1 - 1e-9) * t_star)
     np.testing.assert_allclose(near[1:], lim[1:], rtol=1e-6)
     assert near[0] > 6
-    np.testing.assert_array_equal(linear_closed_form(DELTA, 2 * t_star), lim)  # clipped at t*
-    v = integrate_linear(DELTA, [0.5 * t_star, 1.01 * t_star])
+    np.testing.assert_array_equal(linear_closed_form(SALIENCY, 2 * t_star), lim)  # clipped at t*
+    v = integrate_linear(SALIENCY, [0.5 * t_star, 1.01 * t_star])
     assert np.all(np.isfinite(v[0])) and np.all(np.isnan(v[1]))
 
 
 def test_limits_with_a_negative_leader():
-    delta = np.array([-1.0, 0.5, -0.25])
-    t = (1 - 1e-10) * blowup_time(delta)
-    lim = linear_limits(delta)
+    saliency = np.array([-1.0, 0.5, -0.25])
+    t = (1 - 1e-10) * blowup_time(saliency)
+    lim = linear_limits(saliency)
     assert np.isneginf(lim[0]) and lim[1] > 0 > lim[2]
-    np.testing.assert_allclose(integrate_linear(delta, [0.0, t])[1, 1:], lim[1:], rtol=1e-4)
+    np.testing.assert_allclose(integrate_linear(saliency, [0.0, t])[1, 1:], lim[1:], rtol=1e-4)
 
 
 def test_erf_identity_of_closed_form():
-    t = 0.7 * blowup_time(DELTA)
-    v = linear_closed_form(DELTA, t)
-    np.testing.assert_allclose(np.sqrt(np.pi / 2) * erf(v / np.sqrt(2)), DELTA * t, rtol=1e-13)
+    t = 0.7 * blowup_time(SALIENCY)
+    v = linear_closed_form(SALIENCY, t)
+    np.testing.assert_allclose(np.sqrt(np.pi / 2) * erf(v / np.sqrt(2)), SALIENCY * t, rtol=1e-13)
 
 
 def test_integrator_on_exponential_decay_with_repeated_output_times():
@@ -81,8 +82,8 @@ def test_integrator_on_exponential_decay_with_repeated_output_times():
 # ----------------------------------------------------------------------------- Theorem 4
 def test_convergence_rate_ratio_tolerances():
     mu = (2.0, 1.5, 1.0)
-    for j, k in [(0, 1), (1, 2)]:
-        ratio, limit = convergence_rate_ratio(mu, [5.0, 50.0, 200.0], j, k)
+    for j, j_prime in [(0, 1), (1, 2)]:
+        ratio, limit = convergence_rate_ratio(mu, [5.0, 50.0, 200.0], j, j_prime)
         assert abs(ratio[1] / limit - 1) < 0.01
         assert abs(ratio[2] / limit - 1) < 0.002
         assert abs(ratio[0] / limit - 1) > 0.01  # the limit is approached, not met at once
@@ -136,18 +137,18 @@ def test_quadrature_refuses_what_leaves_float64_like_the_stepper():
 
 # ----------------------------------------------------------------------------- bad inputs
 @pytest.mark.parametrize("call, match", [
-    (lambda: blowup_time([0.0, 0.0]), "delta"),
-    (lambda: linear_closed_form([1.0, np.nan], 1.0), "delta"),
+    (lambda: blowup_time([0.0, 0.0]), "saliency"),
+    (lambda: linear_closed_form([1.0, np.nan], 1.0), "saliency"),
     (lambda: linear_closed_form([1.0], -1.0), "t must be non-negative"),
     (lambda: integrate_linear([1.0], [1.0, 0.5]), "t_eval"),
-    (lambda: integrate_linear([], [1.0]), "delta"),
+    (lambda: integrate_linear([], [1.0]), "saliency"),
     (lambda: integrate_nonlinear([1.0, 0.0], [1.0]), "mu"),
     (lambda: integrate_nonlinear([1.0], [1.0], v0=1.0), "v0"),
     (lambda: integrate_nonlinear([1.0, 2.0], [1.0], v0=[0.1, 0.2, 0.3]), r"v0 must broadcast to mu's shape \(2,\)"),
     (lambda: nonlinear_by_quadrature([1.0, 2.0], [1.0], v0=[0.1, 0.2, 0.3]), r"v0 must broadcast to mu's shape"),
     (lambda: integrate_nonlinear([1.0], [1.0], v0=40.0), r"v0 must lie in \[-37.68, 37.68\]"),
     (lambda: convergence_rate_ratio([2.0, 1.0], [1.0], j=2), "j"),
-    (lambda: erf_ratio([1.0], [0.0]), "delta"),
+    (lambda: erf_ratio([1.0], [0.0]), "saliency"),
 ])
 def test_bad_inputs_raise_clear_errors(call, match):
     with pytest.raises(ValueError, match=match):

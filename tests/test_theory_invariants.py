@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 
 def test_closed_forms_on_a_hand_example():
     V = np.array([[1.0, 2.0], [3.0, 0.0]])  # rows: tokens l, columns: hidden nodes k
-    np.testing.assert_allclose(mlp_potential(V, "linear", temperature=0.3), [5.0, 9.0])  # T cancels
+    np.testing.assert_allclose(mlp_potential(V, "linear", temperature=0.3), [5.0, 9.0])  # tau cancels
     np.testing.assert_allclose(mlp_potential(V, "exp", temperature=0.5), [5.0, 9.0])
     np.testing.assert_allclose(mlp_potential(V, "exp", lr_ratio=3.0), [7.5, 13.5])
     b_bar = np.array([0.5, 0.5])
@@ -26,13 +26,13 @@ def test_closed_forms_on_a_hand_example():
     first, second = softmax_terms(V, b_bar, temperature=0.5)
     np.testing.assert_allclose(first, [5.0, 9.0])
     np.testing.assert_allclose(second, [-7.0, -7.0])
-    # c(T) = 1/(2T) is 1 at T = 0.5; elsewhere, and with r != 1, both terms scale by r c(T): 3 x 2 = 6 at T = 0.25
-    # with r = 3, and 1/2 at T = 1
+    # c(tau) = 1/(2 tau) is 1 at tau = 0.5; elsewhere, and with r != 1, both terms scale by r c(tau): 3 x 2 = 6 at
+    # tau = 0.25 with r = 3, and 1/2 at tau = 1
     first, second = softmax_terms(V, b_bar, temperature=0.25, lr_ratio=3.0)
     np.testing.assert_allclose(first, [30.0, 54.0])
     np.testing.assert_allclose(second, [-42.0, -42.0])
     np.testing.assert_allclose(mlp_potential(V, "softmax", temperature=0.25, lr_ratio=3.0, b_bar=b_bar), [-12.0, 12.0])
-    first, second = softmax_terms(V, b_bar)  # T = 1
+    first, second = softmax_terms(V, b_bar)  # tau = 1
     np.testing.assert_allclose(first, [2.5, 4.5])
     np.testing.assert_allclose(second, [-3.5, -3.5])
 

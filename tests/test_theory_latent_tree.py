@@ -25,10 +25,10 @@ from joma_lib.theory.latent_tree import (
 )
 
 TREES = [
-    HBLT(depth=3, rho=0.8),  # binary root: the closed form holds at every height
-    HBLT(depth=3, rho=0.6, off_rate=0.1),  # asymmetric channel
-    HBLT(depth=2, branching=3, n_labels=5, rho=0.7),  # D not a power of 2: unequal marginals
-    HBLT(depth=3, n_labels=4, rho=0.5),  # root children independent
+    HBLT(tree_height=3, rho=0.8),  # binary root: the closed form holds at every height
+    HBLT(tree_height=3, rho=0.6, off_rate=0.1),  # asymmetric channel
+    HBLT(tree_height=2, branching=3, n_labels=5, rho=0.7),  # D not a power of 2: unequal marginals
+    HBLT(tree_height=3, n_labels=4, rho=0.5),  # root children independent
 ]
 
 
@@ -41,21 +41,21 @@ def test_message_passing_matches_enumeration(tree: HBLT) -> None:
 
 def test_closed_form_for_fair_binary_latents() -> None:
     for L, rho in [(3, 0.8), (6, 1 - 1 / 6), (10, 0.95)]:
-        tree = HBLT(depth=L, rho=rho)
+        tree = HBLT(tree_height=L, rho=rho)
         for H in range(1, L + 1):
             assert cooccurrence_exact(tree, 2 ** (H - 1), 0) == pytest.approx(0.5 * (1 + rho ** (2 * H)), abs=1e-12)
 
 
 def test_closed_form_with_unequal_marginal() -> None:
-    tree = HBLT(depth=2, branching=3, n_labels=5, rho=0.7)
+    tree = HBLT(tree_height=2, branching=3, n_labels=5, rho=0.7)
     # root child 0 is switched on by labels 1 and 3 of 5: P[on] = 0.5 + 0.7 (2/5 - 1/2)
     p_c = 0.5 + 0.7 * (2 / 5 - 0.5)
     assert cooccurrence_exact(tree, 1, 0) == pytest.approx(cooccurrence_closed_form(0.7, 1, p_c), abs=1e-12)
     assert cooccurrence_closed_form(0.7, 1, p_c) != pytest.approx(cooccurrence_closed_form(0.7, 1), abs=1e-3)
 
 
-@pytest.mark.parametrize("tree", [HBLT(depth=4, rho=0.75), HBLT(depth=3, rho=0.6, off_rate=0.1),
-                                  HBLT(depth=2, branching=3, n_labels=5, rho=0.7)], ids=str)
+@pytest.mark.parametrize("tree", [HBLT(tree_height=4, rho=0.75), HBLT(tree_height=3, rho=0.6, off_rate=0.1),
+                                  HBLT(tree_height=2, branching=3, n_labels=5, rho=0.7)], ids=str)
 def test_monte_carlo_within_three_standard_errors(tree: HBLT) -> None:
     sample = sample_hblt(tree, 60_000, seed=3)
     for l in range(1, tree.n_leaves):
@@ -64,7 +64,7 @@ def test_monte_carlo_within_three_standard_errors(tree: HBLT) -> None:
 
 
 def test_sample_bags_and_label_marginal() -> None:
-    tree = HBLT(depth=3, n_labels=4, rho=0.5)
+    tree = HBLT(tree_height=3, n_labels=4, rho=0.5)
     sample = sample_hblt(tree, 4000, seed=1)
     assert sample.leaves.shape == (4000, 8) and sample.labels.shape == (4000,)
     bags = sample.bags()
@@ -74,17 +74,17 @@ def test_sample_bags_and_label_marginal() -> None:
     assert np.all(np.abs(sample.leaves.mean(axis=0) - 0.5) < 0.04)
 
 
-@pytest.mark.parametrize("tree", [HBLT(depth=6, rho=1 - 1 / 6), HBLT(depth=4, rho=0.5, off_rate=0.2),
-                                  HBLT(depth=3, branching=3, rho=0.9)], ids=str)
+@pytest.mark.parametrize("tree", [HBLT(tree_height=6, rho=1 - 1 / 6), HBLT(tree_height=4, rho=0.5, off_rate=0.2),
+                                  HBLT(tree_height=3, branching=3, rho=0.9)], ids=str)
 def test_cooccurrence_decreases_with_height(tree: HBLT) -> None:
-    by_height = [cooccurrence_exact(tree, tree.branching ** (H - 1), 0) for H in range(1, tree.depth + 1)]
+    by_height = [cooccurrence_exact(tree, tree.branching ** (H - 1), 0) for H in range(1, tree.tree_height + 1)]
     assert np.all(np.diff(by_height) < 0)
     assert by_height[0] < 1.0
 
 
 def test_approximation_error_bound_in_claimed_regime() -> None:
     for L in range(2, 31):
-        tree = HBLT(depth=L, rho=1 - 1 / L)
+        tree = HBLT(tree_height=L, rho=1 - 1 / L)
         H = np.arange(1, L + 1)
         exact = np.array([cooccurrence_closed_form(tree.rho, int(h)) for h in H])
         error = exact - cooccurrence_approx(H, L)
@@ -99,18 +99,18 @@ def test_approximation_error_bound_in_claimed_regime() -> None:
 
 def test_approximation_fails_far_from_the_regime() -> None:
     L = 10
-    exact = cooccurrence_exact(HBLT(depth=L, rho=1 - 1 / L), 2 ** (L - 1), 0)
+    exact = cooccurrence_exact(HBLT(tree_height=L, rho=1 - 1 / L), 2 ** (L - 1), 0)
     assert exact - cooccurrence_approx(L, L) > 0.5  # 1 - H/L -> 0 at the root; the model stays above 1/2
 
 
 def test_cla_heights() -> None:
-    tree = HBLT(depth=3, branching=3, rho=0.5)
+    tree = HBLT(tree_height=3, branching=3, rho=0.5)
     H = cla_height_matrix(tree)
     assert all(H[l, m] == cla_height(tree, l, m) for l in range(27) for m in range(0, 27, 5))
     assert H[0, 0] == 0 and H[0, 1] == 1 and H[0, 3] == 2 and H[0, 26] == 3
     P = cooccurrence_matrix(tree)
     assert np.allclose(np.diag(P), 1.0) and P[0, 1] > P[0, 3] > P[0, 26]
-    unequal = HBLT(depth=2, branching=3, n_labels=5, rho=0.7)  # depends on the root subtrees, not only on H
+    unequal = HBLT(tree_height=2, branching=3, n_labels=5, rho=0.7)  # depends on the root subtrees, not only on H
     P = cooccurrence_matrix(unequal)
     assert all(P[l, m] == cooccurrence_exact(unequal, l, m) for l in range(9) for m in range(9))
     assert P[0, 3] != P[0, 6]
@@ -138,7 +138,7 @@ def test_attention_from_association() -> None:
 def test_association_dynamics_for_large_targets() -> None:
     """scale = 9 gives targets up to 8.1, whose rise of omega is faster than float64 resolves t (it raised): the
     association still follows Theorem 4's ODE, checked against the quadrature."""
-    mu = association_targets(HBLT(depth=3), 0, scale=9.0)
+    mu = association_targets(HBLT(tree_height=3), 0, scale=9.0)
     times = np.array([0.0, 0.5, 1.0])
     v = association_dynamics(mu, times)
     active = mu > 0
@@ -154,19 +154,19 @@ def test_the_approximation_takes_integer_heights() -> None:
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: HBLT(depth=0), "depth"),
-    (lambda: HBLT(depth=3, rho=0.0), "rho"),
-    (lambda: HBLT(depth=3, rho=1.5), "rho"),
-    (lambda: HBLT(depth=3, rho=0.8, off_rate=0.3), "off_rate"),
-    (lambda: HBLT(depth=3, branching=1), "branching"),
-    (lambda: HBLT(depth=3, n_labels=1), "n_labels"),
-    (lambda: HBLT(depth=31), "depth"),
-    (lambda: sample_hblt(HBLT(depth=20), 1000), "memory"),
-    (lambda: cla_height_matrix(HBLT(depth=13)), "4096"),
-    (lambda: cooccurrence_exact(HBLT(depth=2), 4, 0), "l"),
-    (lambda: cooccurrence_exact(HBLT(depth=2), 0, -1), "m"),
-    (lambda: cooccurrence_enumerate(HBLT(depth=5), 1, 0), "enumeration"),
-    (lambda: sample_hblt(HBLT(depth=2), 0), "n"),
+    (lambda: HBLT(tree_height=0), "tree_height"),
+    (lambda: HBLT(tree_height=3, rho=0.0), "rho"),
+    (lambda: HBLT(tree_height=3, rho=1.5), "rho"),
+    (lambda: HBLT(tree_height=3, rho=0.8, off_rate=0.3), "off_rate"),
+    (lambda: HBLT(tree_height=3, branching=1), "branching"),
+    (lambda: HBLT(tree_height=3, n_labels=1), "n_labels"),
+    (lambda: HBLT(tree_height=31), "tree_height"),
+    (lambda: sample_hblt(HBLT(tree_height=20), 1000), "memory"),
+    (lambda: cla_height_matrix(HBLT(tree_height=13)), "4096"),
+    (lambda: cooccurrence_exact(HBLT(tree_height=2), 4, 0), "l"),
+    (lambda: cooccurrence_exact(HBLT(tree_height=2), 0, -1), "m"),
+    (lambda: cooccurrence_enumerate(HBLT(tree_height=5), 1, 0), "enumeration"),
+    (lambda: sample_hblt(HBLT(tree_height=2), 0), "n"),
     (lambda: cooccurrence_monte_carlo(np.zeros((5, 4), dtype=bool), 1, 0), "never appears"),
     (lambda: cooccurrence_monte_carlo(np.zeros(5, dtype=bool), 1, 0), "2-D"),
     (lambda: cooccurrence_approx(5, 4), "H"),
@@ -175,7 +175,7 @@ def test_the_approximation_takes_integer_heights() -> None:
     (lambda: approximation_error_bound(np.array([1.0, np.nan]), 4), "H must be an integer .*got"),
     (lambda: cooccurrence_approx(np.array([1, 2.5]), 4), "H must be an integer .*got"),
     (lambda: cooccurrence_closed_form(0.5, 1, marginal=0.0), "marginal"),
-    (lambda: association_targets(HBLT(depth=2), 0, scale=-1.0), "scale"),
+    (lambda: association_targets(HBLT(tree_height=2), 0, scale=-1.0), "scale"),
     (lambda: association_dynamics(np.array([1.0, -1.0]), np.array([0.0, 1.0])), "mu"),
     (lambda: association_dynamics(np.array([1.0]), np.array([1.0, 0.5])), "times"),
     (lambda: association_dynamics(np.array([1.0]), np.array([-1.0, 0.5])), "times"),

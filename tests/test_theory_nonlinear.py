@@ -28,30 +28,30 @@ def mixture() -> ClusterMixture:
 def test_closed_form_matches_monte_carlo(mixture):
     rng = np.random.default_rng(5)
     for i in range(3):
-        v, b = rng.standard_normal(8), rng.uniform(-0.5, 0.3)
-        dv, db = expected_relu_update(v, b, mixture)
-        mc = monte_carlo_relu_update(v, b, mixture, n_samples=100_000, seed=i)
+        v, beta = rng.standard_normal(8), rng.uniform(-0.5, 0.3)
+        dv, dbeta = expected_relu_update(v, beta, mixture)
+        mc = monte_carlo_relu_update(v, beta, mixture, n_samples=100_000, seed=i)
         assert np.all(np.abs(dv - mc.dv) < 4.5 * mc.dv_stderr + 1e-12)
-        assert abs(db - mc.db) < 4.5 * mc.db_stderr
+        assert abs(dbeta - mc.dbeta) < 4.5 * mc.dbeta_stderr
 
 
 def test_always_active_relu_is_linear_and_never_active_is_zero(mixture):
     v = np.linspace(-1, 1, 8)
-    dv_on, db_on = expected_relu_update(v, 1e3, mixture)
+    dv_on, dbeta_on = expected_relu_update(v, 1e3, mixture)
     np.testing.assert_allclose(dv_on, expected_linear_update(mixture), atol=1e-12)
-    assert db_on == pytest.approx(mixture.strengths.sum())
-    dv_off, db_off = expected_relu_update(v, -1e3, mixture)
+    assert dbeta_on == pytest.approx(mixture.strengths.sum())
+    dv_off, dbeta_off = expected_relu_update(v, -1e3, mixture)
     np.testing.assert_allclose(dv_off, 0.0, atol=1e-12)
-    assert db_off == pytest.approx(0.0, abs=1e-12)
+    assert dbeta_off == pytest.approx(0.0, abs=1e-12)
 
 
 def test_batched_update_equals_single(mixture):
-    vs, bs = np.random.default_rng(0).standard_normal((4, 8)), np.array([0.0, -0.2, 0.1, -0.4])
-    dv, db = expected_relu_update(vs, bs, mixture)
+    vs, betas = np.random.default_rng(0).standard_normal((4, 8)), np.array([0.0, -0.2, 0.1, -0.4])
+    dv, dbeta = expected_relu_update(vs, betas, mixture)
     for i in range(4):
-        one = expected_relu_update(vs[i], bs[i], mixture)
+        one = expected_relu_update(vs[i], betas[i], mixture)
         np.testing.assert_allclose(dv[i], one[0], rtol=1e-14)
-        assert db[i] == pytest.approx(one[1], rel=1e-14)
+        assert dbeta[i] == pytest.approx(one[1], rel=1e-14)
 
 
 def test_relu_directions_settle_near_centres_linear_at_one_blend(mixture):
@@ -75,7 +75,7 @@ def test_relu_directions_settle_near_centres_linear_at_one_blend(mixture):
     (lambda m: sphere_trajectories(m, np.ones((2, 8)), [1.0], activation="tanh"), "activation"),
     (lambda m: sphere_trajectories(m, np.ones((2, 5)), [1.0]), "v0"),
     (lambda m: ClusterMixture(np.eye(2), np.array([0.5, 0.6]), np.ones(2), 0.1), "weights"),
-    (lambda m: ClusterMixture(np.eye(2), np.array([0.5, 0.5]), np.ones(2), 0.0), "sigma"),
+    (lambda m: ClusterMixture(np.eye(2), np.array([0.5, 0.5]), np.ones(2), 0.0), "nu"),
 ])
 def test_bad_inputs_raise(mixture, call, match):
     with pytest.raises(ValueError, match=match):
@@ -93,7 +93,7 @@ def test_weight_decay_gives_finite_rest_points_linear_at_saliency_over_lambda():
                                atol=1e-8)
     relu = decayed_trajectories(mixture, starts, t, bias=-0.6, weight_decay=lam)[-1]
     assert np.abs(decayed_update(relu, -0.6, mixture, lam)).max() < 1e-8  # at rest
-    f_bound = np.abs(mixture.strengths).sum() * (1 + mixture.sigma)      # |F| <= sum |a_c| (|xbar_c| + sigma)
+    f_bound = np.abs(mixture.strengths).sum() * (1 + mixture.nu)         # |F| <= sum |a_c| (|xbar_c| + nu)
     assert np.linalg.norm(relu, axis=1).max() <= f_bound / lam
     idx, cos = nearest_centre(relu[:2], mixture)
     assert list(idx) == [0, 1] and cos.min() > 0.999
@@ -140,7 +140,7 @@ def test_jacobian_rejects_a_batch_of_states():
 
 def test_a_mixture_given_as_lists_keeps_the_checked_arrays(mixture):
     """Lists pass the checks; the mixture keeps them as float arrays (not the lists, which have no ``shape``)."""
-    as_lists = ClusterMixture(mixture.centres.tolist(), mixture.weights.tolist(), mixture.grad.tolist(), mixture.sigma)
+    as_lists = ClusterMixture(mixture.centres.tolist(), mixture.weights.tolist(), mixture.grad.tolist(), mixture.nu)
     assert all(isinstance(a, np.ndarray) and a.dtype == np.float64
                for a in (as_lists.centres, as_lists.weights, as_lists.grad))
     v = np.full(mixture.centres.shape[1], 0.3)

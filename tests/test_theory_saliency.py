@@ -46,10 +46,10 @@ def test_factorisation_check_can_fail(model):
 
 
 def test_common_tokens_have_zero_saliency_and_distinct_tokens_a_sign(model):
-    delta = saliency(model)
-    assert np.all(np.abs(delta[5:]) < 1e-15)        # common tokens: E[g | l] = E[g] = 0
-    assert np.all(delta[:3] > 0) and np.all(delta[3:5] < 0)
-    assert int(np.argmax(np.abs(delta))) == 0        # frequent distinct token of the node's target
+    saliencies = saliency(model)
+    assert np.all(np.abs(saliencies[5:]) < 1e-15)   # common tokens: E[g | l] = E[g] = 0
+    assert np.all(saliencies[:3] > 0) and np.all(saliencies[3:5] < 0)
+    assert int(np.argmax(np.abs(saliencies))) == 0   # frequent distinct token of the node's target
 
 
 def test_monte_carlo_matches_exact_saliency(model):
@@ -90,8 +90,8 @@ def test_bad_token_models_raise(kwargs, match):
 def test_bad_arguments_raise(model):
     with pytest.raises(ValueError, match="n_samples"):
         monte_carlo_saliency(model, n_samples=0)
-    with pytest.raises(ValueError, match="min_gap"):
-        salient_token_dynamics(model, min_gap=1.5)
+    with pytest.raises(ValueError, match="min_time_left"):
+        salient_token_dynamics(model, min_time_left=1.5)
     with pytest.raises(ValueError, match="n_classes"):
         toy_token_model(2)
 

@@ -3,16 +3,16 @@
 An attention kind is everything the block (:mod:`joma_lib.theory.block`) and Theorem 1
 (:mod:`joma_lib.theory.invariants`) need to know about it:
 
-* its **kernel** ``b = kernel(z / T, x)``: the attention weights of the contextual tokens from the logits
-  ``z`` (temperature ``T``) and the token frequencies ``x``;
+* its **kernel** ``b = kernel(z / tau, x)``: the attention weights of the contextual tokens from the logits
+  ``z`` (temperature ``tau``) and the token frequencies ``x``;
 * the **potential** ``G(z)`` of Theorem 1 and its inverse (to predict ``z`` from the MLP weights);
-* the **coefficient** ``c(T)`` of the invariant, ``G(z) - r c(T) sum_k v_k^2 = const`` (``r = eta_z / eta_w``);
+* the **coefficient** ``c(tau)`` of the invariant, ``G(z) - r c(tau) sum_k v_k^2 = const`` (``r = eta_z / eta_w``);
 * whether it is **normalised** over the tokens (softmax): Theorem 1 then has the extra mean-attention term
-  ``-r c(T) b-bar sum_k ||v_k||^2``, and a bag needs at least one token with ``x_l > 0``;
+  ``-r c(tau) b-bar sum_k ||v_k||^2``, and a bag needs at least one token with ``x_l > 0``;
 * the logit ``z_start`` at which toy runs start (linear attention starts at 1: at ``z = 0`` its output ``b``
   is zero, and ``G(z) = z^2`` fixes ``z`` only up to sign, which the inverse takes from ``z(0)``);
-* optionally its **score** in numpy, ``g(s)`` and ``g'(s)`` for a kernel of the form ``b = x g(s)`` (normalised
-  over the tokens for normalised kinds): the hand-written gradients of
+* optionally its **score** in numpy, the attention kernel ``sigma(s)`` and ``sigma'(s)`` for a kernel of the form
+  ``b = x sigma(s)`` (normalised over the tokens for normalised kinds): the hand-written gradients of
   :func:`joma_lib.theory.block_engines.train_sgd_numpy` (the fast path of the Theorem 1 widget) need it; a kind without
   it trains through torch autograd only.
 
@@ -40,12 +40,12 @@ def _signed_sqrt(g: np.ndarray, z0: np.ndarray) -> np.ndarray:
 
 
 def _linear_score(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``g(s) = s`` and ``g'(s) = 1`` (linear attention, ``b = x s``)."""
+    """``sigma(s) = s`` and ``sigma'(s) = 1`` (linear attention, ``b = x s``)."""
     return s, np.ones_like(s)
 
 
 def _exp_score(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``g(s) = g'(s) = exp(s)`` (exp attention, and softmax before its normalisation)."""
+    """``sigma(s) = sigma'(s) = exp(s)`` (exp attention, and softmax before its normalisation)."""
     e = np.exp(s)
     return e, e
 
@@ -57,11 +57,12 @@ def _softmax_kernel(s: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class AttentionKind:
-    """One attention kind: kernel ``b(z/T, x)``, Theorem 1's ``G``, ``G^{-1}`` and coefficient ``c(T)``.
+    """One attention kind: kernel ``b(z/tau, x)``, Theorem 1's ``G``, ``G^{-1}`` and coefficient ``c(tau)``.
 
-    ``kernel(s, x)`` takes ``s = z/T`` of shape (R, M_C, 1) and bags ``x`` (R, M_C, N) and returns ``b``
+    ``kernel(s, x)`` takes ``s = z/tau`` of shape (R, M_C, 1) and bags ``x`` (R, M_C, N) and returns ``b``
     (R, M_C, N), summing over tokens along axis 1 where it normalises. ``score(s)``, where given, returns
-    ``(g(s), g'(s))`` in numpy with ``kernel(s, x) = x g(s)`` (divided by its sum over tokens if ``normalized``).
+    ``(sigma(s), sigma'(s))`` in numpy with ``kernel(s, x) = x sigma(s)`` (divided by its sum over tokens if
+    ``normalized``).
     """
 
     name: str

@@ -2,11 +2,11 @@
 
 One query token and a bag of contextual tokens ``x`` (shape ``M_C``) go through
 
-* attention with free logits ``z`` (the Scan&Snap reparameterisation) and temperature ``T``:
-  linear ``b = x * z/T``, exp ``b = x * exp(z/T)``, softmax ``b = x * exp(z/T) / sum(x * exp(z/T))``;
+* attention with free logits ``z`` (the Scan&Snap reparameterisation) and temperature ``tau``:
+  linear ``b = x * z/tau``, exp ``b = x * exp(z/tau)``, softmax ``b = x * exp(z/tau) / sum(x * exp(z/tau))``;
 * a residual connection ``f = U_C b + u_q`` with fixed orthonormal embeddings ``[U_C, u_q]``;
 * ``K`` hidden nodes ``h = phi(W^T f)`` (the lower MLP layer);
-* an optional trainable top layer ``A`` (``logits = A^T h``; without it ``logits = h``) and cross-entropy.
+* an optional trainable top layer ``W_out`` (``logits = W_out^T h``; without it ``logits = h``) and cross-entropy.
 
 Parameters carry a leading *replica* axis ``R``: replicas are independent copies (different seeds, or
 different inputs) trained side by side. The loss is the sum over replicas of each replica's mean
@@ -55,8 +55,8 @@ class BlockSpec:
         n_classes: number of output classes of the cross-entropy loss.
         attention: a registered kind (:data:`joma_lib.theory.attention_kinds.ATTENTION_KINDS`): linear, exp, softmax.
         phi: activation of the hidden nodes, one of :data:`ACTIVATIONS`.
-        temperature: ``T > 0``; attention reads ``z / T``.
-        top_layer: trainable top layer ``A`` (``K x n_classes``); if False, ``logits = h`` and ``K = n_classes``.
+        temperature: ``tau > 0``; attention reads ``z / tau``.
+        top_layer: trainable top layer ``W_out`` (``K x n_classes``); if False, ``logits = h`` and ``K = n_classes``.
         embedding_seed: ``None`` for coordinate embeddings ``[I; 0]``, an int for a random rotation of them.
     """
 
@@ -77,7 +77,7 @@ class BlockSpec:
         check_int("n_classes", self.n_classes, 2)
         attention_kind(self.attention)
         check_choice("phi", self.phi, list(ACTIVATIONS))
-        check_float("temperature (T)", self.temperature, 0, low_open=True)
+        check_float("temperature (tau)", self.temperature, 0, low_open=True)
         if not isinstance(self.top_layer, bool):
             raise ValueError(f"top_layer must be True or False, got {self.top_layer!r}")
         if not self.top_layer and self.n_hidden != self.n_classes:
@@ -94,11 +94,11 @@ class BlockSpec:
 
 @dataclass(frozen=True)
 class BlockState:
-    """Parameters of ``R`` replicas: ``W`` (R, d, K), ``z`` (R, M_C), ``A`` (R, K, n_classes) or None."""
+    """Parameters of ``R`` replicas: ``W`` (R, d, K), ``z`` (R, M_C), ``W_out`` (R, K, n_classes) or None."""
 
     W: np.ndarray
     z: np.ndarray
-    A: np.ndarray | None
+    W_out: np.ndarray | None
 
     @property
     def n_replicas(self) -> int:
@@ -122,22 +122,22 @@ class Trajectory:
 
 
 def init_state(spec: BlockSpec, seeds: Sequence[int], w_scale: float = 0.01, z_scale: float = 0.01,
-               a_scale: float = 0.1, z_offset: float = 0.0) -> BlockState:
+               w_out_scale: float = 0.1, z_offset: float = 0.0) -> BlockState:
     """Gaussian initial parameters, one replica per seed: ``W ~ w_scale N(0,1)``, ``z ~ z_offset + z_scale N(0,1)``,
-    ``A ~ a_scale N(0,1)``. (The paper's Fig. 2 uses ``w_scale = z_scale = 0.01`` and no top layer.)"""
+    ``W_out ~ w_out_scale N(0,1)``. (The paper's Fig. 2 uses ``w_scale = z_scale = 0.01`` and no top layer.)"""
     if len(seeds) < 1:
         raise ValueError("seeds must hold at least one seed")
     w_scale = check_float("w_scale", w_scale, 0)
     z_scale = check_float("z_scale", z_scale, 0)
-    a_scale = check_float("a_scale", a_scale, 0)
+    w_out_scale = check_float("w_out_scale", w_out_scale, 0)
     z_offset = check_float("z_offset", z_offset)
-    Ws, zs, As = [], [], []
+    Ws, zs, W_outs = [], [], []
     for seed in seeds:
         rng = np.random.default_rng(check_int("seed", seed, 0))
         Ws.append(w_scale * rng.standard_normal((spec.d, spec.n_hidden)))
         zs.append(z_offset + z_scale * rng.standard_normal(spec.n_context))
-        As.append(a_scale * rng.standard_normal((spec.n_hidden, spec.n_classes)))
-    return BlockState(np.stack(Ws), np.stack(zs), np.stack(As) if spec.top_layer else None)
+        W_outs.append(w_out_scale * rng.standard_normal((spec.n_hidden, spec.n_classes)))
+    return BlockState(np.stack(Ws), np.stack(zs), np.stack(W_outs) if spec.top_layer else None)
 
 
 def check_bags(spec: BlockSpec, X: np.ndarray, n_replicas: int) -> np.ndarray:
@@ -169,7 +169,7 @@ def check_labels(spec: BlockSpec, y: np.ndarray, n_samples: int) -> np.ndarray:
 
 def attention(z: torch.Tensor, X: torch.Tensor, kind: str, temperature: float) -> torch.Tensor:
     """Attention ``b`` (R, M_C, N) from logits ``z`` (R, M_C) and bags ``X`` (R, M_C, N): the kernel of the
-    registered ``kind`` (linear: ``b = x * z/T``; exp: ``b = x * exp(z/T)``; softmax: exp normalised over tokens).
+    registered ``kind`` (linear: ``b = x * z/tau``; exp: ``b = x * exp(z/tau)``; softmax: exp normalised over tokens).
     """
     return attention_kind(kind).kernel((z / temperature)[..., None], X)
 
@@ -190,12 +190,12 @@ class TorchBlock:
         self.phi = ACTIVATIONS[spec.phi]
         self.n = X.shape[2]
 
-    def losses(self, W: torch.Tensor, z: torch.Tensor, A: torch.Tensor | None) -> torch.Tensor:
+    def losses(self, W: torch.Tensor, z: torch.Tensor, W_out: torch.Tensor | None) -> torch.Tensor:
         """Each replica's mean cross-entropy, shape (R,)."""
         b = attention(z, self.X, self.spec.attention, self.spec.temperature)
         f = torch.einsum("dm,rmn->rdn", self.U_C, b) + self.u_q[:, None]      # f = U_C b + u_q
         h = self.phi(torch.einsum("rdk,rdn->rnk", W, f))                        # h = phi(W^T f)
-        logits = h if A is None else torch.einsum("rnk,rkc->rnc", h, A)          # top layer
+        logits = h if W_out is None else torch.einsum("rnk,rkc->rnc", h, W_out)  # top layer
         ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.y, reduction="none")
         return ce.reshape(-1, self.n).mean(dim=1)
 
@@ -203,21 +203,22 @@ class TorchBlock:
 def _tensors(state: BlockState) -> list[torch.Tensor]:
     out = [torch.tensor(state.W, dtype=DTYPE, requires_grad=True), torch.tensor(state.z, dtype=DTYPE,
                                                                                  requires_grad=True)]
-    if state.A is not None:
-        out.append(torch.tensor(state.A, dtype=DTYPE, requires_grad=True))
+    if state.W_out is not None:
+        out.append(torch.tensor(state.W_out, dtype=DTYPE, requires_grad=True))
     return out
 
 
 def check_state(spec: BlockSpec, state: BlockState) -> None:
-    """Validate ``state`` against ``spec``: shapes of ``W``, ``z`` and ``A`` (present iff the top layer is), finite."""
+    """Validate ``state`` against ``spec``: shapes of ``W``, ``z`` and ``W_out`` (present iff the top layer is),
+    finite."""
     R = state.n_replicas
     shapes = {"W": (state.W.shape, (R, spec.d, spec.n_hidden)), "z": (state.z.shape, (R, spec.n_context))}
     if spec.top_layer:
-        if state.A is None:
-            raise ValueError("state.A is missing but spec.top_layer is True")
-        shapes["A"] = (state.A.shape, (R, spec.n_hidden, spec.n_classes))
-    elif state.A is not None:
-        raise ValueError("state.A is given but spec.top_layer is False")
+        if state.W_out is None:
+            raise ValueError("state.W_out is missing but spec.top_layer is True")
+        shapes["W_out"] = (state.W_out.shape, (R, spec.n_hidden, spec.n_classes))
+    elif state.W_out is not None:
+        raise ValueError("state.W_out is given but spec.top_layer is False")
     for name, (got, want) in shapes.items():
         if got != want:
             raise ValueError(f"state.{name} must have shape {want}, got {got}")

@@ -50,7 +50,7 @@ def _tanh_grad(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _silu_grad(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``u sigma(u)`` and its derivative ``sigma(u) (1 + u (1 - sigma(u)))``."""
+    """``u sigmoid(u)`` and its derivative ``sigmoid(u) (1 + u (1 - sigmoid(u)))``."""
     sig = expit(u)
     return u * sig, sig * (1.0 + u * (1.0 - sig))
 
@@ -69,26 +69,26 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
     arguments, same :class:`Trajectory`, equal to rounding); about ten times faster on the toy block of the Theorem 1
     widget.
 
-    Forward pass of the block (the paper's setting, Theorem 1), per replica, bags ``X`` (M_C, N), ``s = z/T``::
+    Forward pass of the block (the paper's setting, Theorem 1), per replica, bags ``X`` (M_C, N), ``s = z/tau``::
 
-        b = X * g(s)          (normalised kinds: divided by S = sum_l X_l g(s_l), per sample)
-        f = U_C b + u_q,   u = W^T f,   h = phi(u),   o = A^T h   (o = h without a top layer)
+        b = X * sigma(s)      (normalised kinds: divided by A = sum_l X_l sigma(s_l), per sample)
+        f = U_C b + u_q,   u = W^T f,   h = phi(u),   o = W_out^T h   (o = h without a top layer)
         L = mean_n CE(o_n, y_n)
 
-    with the kind's score ``g`` (:attr:`joma_lib.theory.attention_kinds.AttentionKind.score`). Backward pass (chain
-    rule)::
+    with the kind's kernel ``sigma`` (its score, :attr:`joma_lib.theory.attention_kinds.AttentionKind.score`) and
+    the normaliser ``A`` (1 for kinds that do not normalise). Backward pass (chain rule)::
 
         dL/do = (softmax(o) - onehot(y)) / N
-        dL/dA = h (dL/do)^T,         dL/dh = A dL/do,        dL/du = dL/dh * phi'(u)
+        dL/dW_out = h (dL/do)^T,     dL/dh = W_out dL/do,    dL/du = dL/dh * phi'(u)
         dL/dW = f (dL/du)^T,         dL/db = U_C^T W dL/du
-        dL/da = dL/db                (normalised: (dL/db - sum_l b_l dL/db_l) / S, with a = X g(s))
-        dL/dz = g'(s) / T * sum_n X * dL/da
+        dL/da = dL/db                (normalised: (dL/db - sum_l b_l dL/db_l) / A, with a = X sigma(s))
+        dL/dz = sigma'(s) / tau * sum_n X * dL/da
 
     and the SGD update ``theta <- theta - lr dL/dtheta`` (``lr_z`` for ``z``, ``lr_w`` for ``W``, ``lr_top`` for
-    ``A``). Only kinds with a registered ``score`` are supported (ValueError naming the kind otherwise). For
+    ``W_out``). Only kinds with a registered ``score`` are supported (ValueError naming the kind otherwise). For
     normalised kinds (softmax, whose score is ``exp``) ``s`` is first shifted by its largest entry per replica, as the
-    torch kernel does: ``g`` and ``g'`` both scale by ``exp(-max s)``, which cancels in ``b`` and in ``dL/dz``, and
-    large logits no longer overflow.
+    torch kernel does: ``sigma`` and ``sigma'`` both scale by ``exp(-max s)``, which cancels in ``b`` and in
+    ``dL/dz``, and large logits no longer overflow.
     """
     check_state(spec, state)
     steps, record_every = training_length(state, steps, record_every)
@@ -105,22 +105,22 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
     targets = np.zeros((spec.n_classes, n))
     targets[y, np.arange(n)] = 1.0
     W, z = state.W.astype(float), state.z.astype(float)
-    A = None if state.A is None else state.A.astype(float)
+    W_out = None if state.W_out is None else state.W_out.astype(float)
     record = recorded_steps(steps, record_every)
     times, zs, Ws, losses = [], [], [], []
     with np.errstate(over="ignore", invalid="ignore"):
         for step in range(steps + 1):
             s = z / spec.temperature
-            if kind.normalized:  # exp score: g(s - c) = e^{-c} g(s), and e^{-c} cancels in b and in dL/dz
+            if kind.normalized:  # exp score: sigma(s - m) = e^{-m} sigma(s), and e^{-m} cancels in b and in dL/dz
                 s = s - s.max(axis=1, keepdims=True)
-            g, dg = score(s)                                              # (R, M_C)
-            b = X * g[..., None]                                          # a = X g(s), (R, M_C, N)
-            S = b.sum(axis=1, keepdims=True) if kind.normalized else None
-            if S is not None:
-                b = b / S
+            sigma, dsigma = score(s)                                      # (R, M_C)
+            b = X * sigma[..., None]                                      # a = X sigma(s), (R, M_C, N)
+            A = b.sum(axis=1, keepdims=True) if kind.normalized else None  # the normaliser
+            if A is not None:
+                b = b / A
             f = U_C @ b + u_q[:, None]                                    # (R, d, N)
             h, dh_du = phi(W.swapaxes(1, 2) @ f)                          # (R, K, N)
-            o = h if A is None else A.swapaxes(1, 2) @ h                  # (R, C, N)
+            o = h if W_out is None else W_out.swapaxes(1, 2) @ h          # (R, C, N)
             o_max = o.max(axis=1, keepdims=True)
             e = np.exp(o - o_max)
             Z = e.sum(axis=1, keepdims=True)
@@ -135,13 +135,13 @@ def train_sgd_numpy(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockS
             if step == steps:
                 break
             d_o = (e / Z - targets) / n
-            d_u = (d_o if A is None else A @ d_o) * dh_du
+            d_u = (d_o if W_out is None else W_out @ d_o) * dh_du
             d_b = U_C.T @ (W @ d_u)
-            if S is not None:  # from dL/db to dL/da
-                d_b = (d_b - (b * d_b).sum(axis=1, keepdims=True)) / S
-            d_z = dg / spec.temperature * (X * d_b).sum(axis=2)
-            if A is not None:
-                A = A - lr_top * (h @ d_o.swapaxes(1, 2))
+            if A is not None:  # from dL/db to dL/da
+                d_b = (d_b - (b * d_b).sum(axis=1, keepdims=True)) / A
+            d_z = dsigma / spec.temperature * (X * d_b).sum(axis=2)
+            if W_out is not None:
+                W_out = W_out - lr_top * (h @ d_o.swapaxes(1, 2))
             W = W - lr_w * (f @ d_u.swapaxes(1, 2))
             z = z - lr_z * d_z
     return Trajectory(np.asarray(times, dtype=float), np.stack(zs), np.stack(Ws), np.stack(losses))
@@ -170,9 +170,9 @@ def gradient_flow(spec: BlockSpec, X: np.ndarray, y: np.ndarray, state: BlockSta
     check_float("atol", atol, 0, low_open=True)
     dt = check_float("dt", dt, 0, low_open=True)
     rates = learning_rates(lr_z, lr_w, lr_top)
-    rates = (rates[1], rates[0], rates[2])  # order of the parameter list: W, z, A
+    rates = (rates[1], rates[0], rates[2])  # order of the parameter list: W, z, W_out
     block = TorchBlock(spec, X, y, state.n_replicas)
-    params = [torch.tensor(p, dtype=DTYPE) for p in (state.W, state.z, state.A) if p is not None]
+    params = [torch.tensor(p, dtype=DTYPE) for p in (state.W, state.z, state.W_out) if p is not None]
 
     def velocity(ps: list[torch.Tensor]) -> list[torch.Tensor]:
         ps = [p.detach().requires_grad_(True) for p in ps]

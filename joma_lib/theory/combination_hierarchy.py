@@ -3,13 +3,13 @@
 Described in ``official_code.md`` Sec. 4; this is our own implementation of that description:
 
 * a vocabulary of ``n_vocab`` tokens whose last id is padding, so ``n_vocab - 1`` leaf tokens;
-* latent levels ``k = 0..K-1`` of sizes ``level_sizes + (n_class,)``; every symbol of level
-  ``k`` is a random set of ``n_combinations[k]`` distinct symbols of the level below (leaf
-  tokens for ``k = 0``), all sets distinct within a level; a symbol may have several parents,
+* latent levels ``i = 0..J-1`` of sizes ``level_sizes + (n_class,)``; every symbol of level
+  ``i`` is a random set of ``n_combinations[i]`` distinct symbols of the level below (leaf
+  tokens for ``i = 0``), all sets distinct within a level; a symbol may have several parents,
   so the structure is a layered DAG rather than a tree;
 * a sequence: a class label ``y`` (the top-level symbol), drawn uniformly; its descendants
   are switched on level by level (deterministically: no noise beyond the label); the leaf
-  tokens that are on are written in increasing order, left-padded to ``seq_len``.
+  tokens that are on are written in increasing order, left-padded to ``seq_len`` (``T``).
 
 Unlike the HBLT of :mod:`joma_lib.theory.latent_tree` nothing here is random once the label is drawn:
 the only question for a network is which combinations of tokens form which latent.
@@ -31,7 +31,7 @@ class HierarchySample:
 
     tokens: np.ndarray  # (n, seq_len) int64, left-padded with the padding id
     labels: np.ndarray  # (n,) int64, the class (top-level symbol)
-    active: tuple[np.ndarray, ...]  # active[k]: (n, size of level k) bool, for levels 0..K-1
+    active: tuple[np.ndarray, ...]  # active[i]: (n, size of level i) bool, for levels 0..J-1
 
 
 class CombinationHierarchy:
@@ -39,7 +39,7 @@ class CombinationHierarchy:
 
     Args:
         n_vocab: vocabulary size ``M`` including the padding token ``M - 1``.
-        seq_len: sequence length ``L``; must hold the largest leaf set ``prod(n_combinations)``.
+        seq_len: sequence length ``T``; must hold the largest leaf set ``prod(n_combinations)``.
         level_sizes: number of latent symbols of the levels below the classes, bottom first.
         n_class: number of classes (symbols of the top level).
         n_combinations: children per symbol, one per level (``len(level_sizes) + 1`` values) or one int for all.
@@ -53,20 +53,20 @@ class CombinationHierarchy:
         self.n_class = check_int("n_class", n_class, 2, 100_000)
         if isinstance(level_sizes, (int, np.integer)) or len(level_sizes) < 1:
             raise ValueError(f"level_sizes must be a non-empty sequence of integers, got {level_sizes!r}")
-        sizes = tuple(check_int(f"level_sizes[{k}]", s, 1, 100_000) for k, s in enumerate(level_sizes))
+        sizes = tuple(check_int(f"level_sizes[{i}]", s, 1, 100_000) for i, s in enumerate(level_sizes))
         n_levels = len(sizes) + 1
         if isinstance(n_combinations, (int, np.integer)):
             n_combinations = (int(n_combinations),) * n_levels
         if len(n_combinations) != n_levels:
             raise ValueError(f"n_combinations must be one int or {n_levels} ints (one per level), "
                              f"got {n_combinations!r}")
-        self.n_combinations = tuple(check_int(f"n_combinations[{k}]", p, 1, 64)
-                                    for k, p in enumerate(n_combinations))
+        self.n_combinations = tuple(check_int(f"n_combinations[{i}]", p, 1, 64)
+                                    for i, p in enumerate(n_combinations))
         self.level_sizes = sizes + (self.n_class,)
         below_sizes = (self.n_vocab - 1,) + self.level_sizes[:-1]
-        for k, (size, below, p) in enumerate(zip(self.level_sizes, below_sizes, self.n_combinations)):
+        for i, (size, below, p) in enumerate(zip(self.level_sizes, below_sizes, self.n_combinations)):
             if p > below or comb(below, p) < size:
-                raise ValueError(f"level {k}: cannot draw {size} distinct sets of n_combinations[{k}]={p} "
+                raise ValueError(f"level {i}: cannot draw {size} distinct sets of n_combinations[{i}]={p} "
                                  f"out of {below} symbols; use fewer symbols or a larger level below")
         if prod(self.n_combinations) > self.seq_len:
             raise ValueError(f"seq_len must be >= prod(n_combinations) = {prod(self.n_combinations)} "
@@ -81,11 +81,11 @@ class CombinationHierarchy:
         """The padding token id ``M - 1``."""
         return self.n_vocab - 1
 
-    def _incidence(self, k: int) -> np.ndarray:
-        """``A[i, j] = 1`` when symbol ``i`` of level ``k`` has child ``j`` of the level below."""
-        below = self.n_vocab - 1 if k == 0 else self.level_sizes[k - 1]
-        A = np.zeros((self.level_sizes[k], below), dtype=bool)
-        np.put_along_axis(A, self.children[k], True, axis=1)
+    def _incidence(self, i: int) -> np.ndarray:
+        """``A[a, c] = 1`` when symbol ``a`` of level ``i`` has child ``c`` of the level below."""
+        below = self.n_vocab - 1 if i == 0 else self.level_sizes[i - 1]
+        A = np.zeros((self.level_sizes[i], below), dtype=bool)
+        np.put_along_axis(A, self.children[i], True, axis=1)
         return A
 
     def sample(self, n: int, rng: np.random.Generator) -> HierarchySample:
@@ -103,8 +103,8 @@ class CombinationHierarchy:
         n = labels.size
         on = np.eye(self.n_class, dtype=bool)[labels]
         active = [on]
-        for k in range(len(self.level_sizes) - 1, -1, -1):
-            on = (on.astype(np.int64) @ self._incidence(k).astype(np.int64)) > 0
+        for i in range(len(self.level_sizes) - 1, -1, -1):
+            on = (on.astype(np.int64) @ self._incidence(i).astype(np.int64)) > 0
             active.insert(0, on)
         leaves, latents = active[0], tuple(active[1:])
         ids = np.where(leaves, np.arange(self.n_vocab - 1), -1)

@@ -19,8 +19,9 @@ logits are ``z = v**2 / 2`` (elementwise), so the attention weight of contextual
   where ``omega_j = ln(1/delta_j)``, ``delta_j = 1 - v_j/mu_j``, grows like ``exp(mu_j**2/2) t``,
   so salient components (large ``mu_j``) converge much faster.
 
-Figure 4 of the paper runs a discrete version with the *normalised* attention
-``softmax(v**2 / T)`` (``T = 3``) instead of ``exp(v**2/2)``: that toy is in :mod:`joma_lib.theory.softmax_dynamics`.
+Figure 4 of the paper runs a discrete version with the *normalised* attention ``softmax(v**2 / tau_v)``
+(``tau_v = 3``, the effective temperature on ``v**2``) instead of ``exp(v**2/2)``: that toy is in
+:mod:`joma_lib.theory.softmax_dynamics`.
 
 Every function here works on batches: the components of ``v`` live on the last axis, and
 any leading axes index independent problems (e.g. a grid of parameter settings).
@@ -43,26 +44,27 @@ MAX_RATE_V = float(np.sqrt(2.0 * np.log(np.finfo(np.float64).max)))
 """The largest ``|v|`` whose rate ``exp(v^2/2)`` fits float64 (about 37.68)."""
 
 
-def _check_delta(delta: object) -> np.ndarray:
-    delta = as_finite_array("delta", delta, min_ndim=1)
-    if np.any(np.max(np.abs(delta), axis=-1) == 0):
-        raise ValueError(f"delta must have at least one non-zero saliency per problem (max|delta| > 0), got {delta!r}")
-    return delta
+def _check_saliency(saliency: object) -> np.ndarray:
+    saliency = as_finite_array("saliency", saliency, min_ndim=1)
+    if np.any(np.max(np.abs(saliency), axis=-1) == 0):
+        raise ValueError(f"saliency must have at least one non-zero entry per problem (max|saliency| > 0), "
+                         f"got {saliency!r}")
+    return saliency
 
 
 # --------------------------------------------------------------------------- Theorem 2
-def blowup_time(delta: object) -> np.ndarray | float:
+def blowup_time(saliency: object) -> np.ndarray | float:
     """Blow-up time ``t* = sqrt(pi/2) / max_l |Delta_l|`` of ``dv/dt = Delta o exp(v^2/2)`` (Theorem 2).
 
-    ``delta`` has the components on its last axis; the result has the leading shape
+    ``saliency`` has the components on its last axis; the result has the leading shape
     (a float for a single vector).
     """
-    delta = _check_delta(delta)
-    t_star = SQRT_PI_OVER_2 / np.max(np.abs(delta), axis=-1)
+    saliency = _check_saliency(saliency)
+    t_star = SQRT_PI_OVER_2 / np.max(np.abs(saliency), axis=-1)
     return float(t_star) if t_star.ndim == 0 else t_star
 
 
-def linear_closed_form(delta: object, t: object) -> np.ndarray:
+def linear_closed_form(saliency: object, t: object) -> np.ndarray:
     """Closed-form solution of ``dv/dt = Delta o exp(v^2/2)``, ``v(0) = 0`` (Theorem 2).
 
     Separating variables, ``int_0^v exp(-s^2/2) ds = sqrt(pi/2) erf(v/sqrt 2) = Delta_l t``, so
@@ -70,36 +72,36 @@ def linear_closed_form(delta: object, t: object) -> np.ndarray:
     ``erf(v_l/sqrt 2)/Delta_l = t/sqrt(pi/2)`` is the same for every ``l``.
 
     Args:
-        delta: saliencies ``Delta_l`` on the last axis (any leading batch shape).
+        saliency: saliencies ``Delta_l`` on the last axis (any leading batch shape).
         t: a time or an array of times (>= 0).
 
     Returns:
-        Array of shape ``t.shape + delta.shape``. For ``t >= t*`` the solution no longer
+        Array of shape ``t.shape + saliency.shape``. For ``t >= t*`` the solution no longer
         exists; the value returned there is the limit state ``v(t*)``: ``+-inf`` for the most
         salient component(s) and :func:`linear_limits` for the others.
     """
-    delta = _check_delta(delta)
+    saliency = _check_saliency(saliency)
     t = as_finite_array("t", t)
     if np.any(t < 0):
         raise ValueError(f"t must be non-negative, got {t!r}")
-    t_star = SQRT_PI_OVER_2 / np.max(np.abs(delta), axis=-1, keepdims=True)
+    t_star = SQRT_PI_OVER_2 / np.max(np.abs(saliency), axis=-1, keepdims=True)
     # time is clipped at the blow-up time of each problem
-    tt = np.minimum(t.reshape(t.shape + (1,) * delta.ndim), t_star)
-    return SQRT2 * erfinv(np.clip(delta * tt / SQRT_PI_OVER_2, -1.0, 1.0))
+    tt = np.minimum(t.reshape(t.shape + (1,) * saliency.ndim), t_star)
+    return SQRT2 * erfinv(np.clip(saliency * tt / SQRT_PI_OVER_2, -1.0, 1.0))
 
 
-def linear_limits(delta: object) -> np.ndarray:
+def linear_limits(saliency: object) -> np.ndarray:
     """Values ``v_l(t*) = sqrt(2) erfinv(Delta_l / |Delta_l*|)`` reached at the blow-up time (Theorem 2).
 
     ``|Delta_l*| = max_l |Delta_l|`` is the saliency of the most salient component ``l*``, which
     itself gets ``sign(Delta_l*) inf``. (For ``Delta_l* > 0`` this is ``sqrt 2 erfinv(Delta_l/Delta_l*)``;
     with a negative leader the other components keep the sign of their own ``Delta_l``.)
     """
-    delta = _check_delta(delta)
-    return SQRT2 * erfinv(np.clip(delta / np.max(np.abs(delta), axis=-1, keepdims=True), -1.0, 1.0))
+    saliency = _check_saliency(saliency)
+    return SQRT2 * erfinv(np.clip(saliency / np.max(np.abs(saliency), axis=-1, keepdims=True), -1.0, 1.0))
 
 
-def erf_ratio(v: object, delta: object, scale: float = SQRT2) -> np.ndarray:
+def erf_ratio(v: object, saliency: object, scale: float = SQRT2) -> np.ndarray:
     """``erf(v / scale) / Delta``: constant across components along the flow iff ``scale = sqrt 2``.
 
     The talk slides print ``erf(v_l(t)/2)``; ``scale=2`` evaluates that variant so the page
@@ -112,32 +114,32 @@ def erf_ratio(v: object, delta: object, scale: float = SQRT2) -> np.ndarray:
         raise ValueError(f"v must be an array of numbers, got {v!r}") from None
     if np.isnan(v).any():
         raise ValueError(f"v must contain no NaN (a NaN state has no erf ratio), got {v!r}")
-    delta = as_finite_array("delta", delta, min_ndim=1, nonzero=True)
+    saliency = as_finite_array("saliency", saliency, min_ndim=1, nonzero=True)
     try:
-        np.broadcast_shapes(v.shape, delta.shape)
+        np.broadcast_shapes(v.shape, saliency.shape)
     except ValueError:
-        raise ValueError(f"v must broadcast with delta of shape {delta.shape}, got shape {v.shape}") from None
+        raise ValueError(f"v must broadcast with saliency of shape {saliency.shape}, got shape {v.shape}") from None
     scale = check_float("scale", scale, 0, low_open=True)
     with np.errstate(over="ignore", divide="ignore"):
-        ratio = erf(v / scale) / delta
+        ratio = erf(v / scale) / saliency
     if not np.isfinite(ratio).all():
-        raise ValueError(f"delta is too small for erf(v/scale)/delta to be finite, got a smallest |delta| of "
-                         f"{float(np.min(np.abs(delta))):g}")
+        raise ValueError(f"saliency is too small for erf(v/scale)/saliency to be finite, got a smallest |saliency| of "
+                         f"{float(np.min(np.abs(saliency))):g}")
     return ratio
 
 
-def integrate_linear(delta: object, t_eval: object, rtol: float = 1e-10, atol: float = 1e-12) -> np.ndarray:
+def integrate_linear(saliency: object, t_eval: object, rtol: float = 1e-10, atol: float = 1e-12) -> np.ndarray:
     """Numerically integrate ``dv/dt = Delta o exp(v^2/2)`` from ``v(0) = 0`` (Theorem 2's ODE).
 
     The components decouple, so each one is integrated as its own scalar problem with its
     own step size (:func:`integrate_autonomous`); this is an independent check of
-    :func:`linear_closed_form`. Result shape ``(len(t_eval),) + delta.shape``; NaN at and
+    :func:`linear_closed_form`. Result shape ``(len(t_eval),) + saliency.shape``; NaN at and
     after the blow-up time of the most salient component(s).
     """
-    delta = _check_delta(delta)
+    saliency = _check_saliency(saliency)
     t_eval = check_times("t_eval", t_eval)
-    d = delta.ravel()
-    v = integrate_components(lambda v, i: d[i] * np.exp(0.5 * v * v), np.zeros_like(delta), t_eval, rtol, atol)
+    d = saliency.ravel()
+    v = integrate_components(lambda v, i: d[i] * np.exp(0.5 * v * v), np.zeros_like(saliency), t_eval, rtol, atol)
     # past the blow-up of its most salient component a problem has no solution: blank all of it
     v[np.broadcast_to(np.isnan(v).any(axis=-1, keepdims=True), v.shape)] = np.nan
     return v
@@ -180,10 +182,10 @@ def integrate_nonlinear(mu: object, t_eval: object, v0: object = 0.0,
         v0: initial value(s), broadcastable to ``mu``; ``v0 != mu`` componentwise, ``|v0| <= MAX_RATE_V``.
     """
     mu, t_eval, delta0 = _check_nonlinear_args(mu, t_eval, v0)
-    m, chi = mu.ravel(), np.sign(delta0).ravel()
+    mu_flat, chi = mu.ravel(), np.sign(delta0).ravel()
     # d omega/dt = exp(v^2/2) <= exp(max(mu^2, v0^2) / 2), finite: no blow-up, steps below t's resolution are allowed
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, by name
-        omega = integrate_components(lambda x, i: np.exp(0.5 * (m[i] * (1.0 - chi[i] * np.exp(-x))) ** 2),
+        omega = integrate_components(lambda x, i: np.exp(0.5 * (mu_flat[i] * (1.0 - chi[i] * np.exp(-x))) ** 2),
                                      -np.log(np.abs(delta0)), t_eval, rtol, atol, can_blow_up=False)
     _refuse_overflow(omega, t_eval, mu)
     v = mu * (1.0 - np.sign(delta0) * np.exp(-omega))
@@ -215,14 +217,14 @@ def _refuse_overflow(omega: np.ndarray, t_eval: np.ndarray, mu: np.ndarray) -> N
 
 
 def _chebyshev_antiderivative(values: np.ndarray) -> np.ndarray:
-    """Chebyshev coefficients ``[n + 1, M]`` of ``x -> int_{-1}^x f`` from ``f`` at the ``n`` first-kind nodes."""
+    """Chebyshev coefficients ``[n + 1, n_cols]`` of ``x -> int_{-1}^x f`` from ``f`` at the ``n`` first-kind nodes."""
     coef = dct(values, type=2, axis=0) / values.shape[0]  # f = sum' a_j T_j (the DCT-II of the samples)
     coef[0] *= 0.5
     return np.polynomial.chebyshev.chebint(coef, lbnd=-1, axis=0)
 
 
 def _clenshaw(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``sum_j coef[j] T_j(x)`` with per-column coefficients ``coef [n, M]`` and ``x [..., M]``."""
+    """``sum_j coef[j] T_j(x)`` with per-column coefficients ``coef [n, n_cols]`` and ``x [..., n_cols]``."""
     b1 = np.zeros_like(x)
     b2 = np.zeros_like(x)
     for a in coef[:0:-1]:
@@ -234,16 +236,16 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
                             max_iter: int = 200) -> NonlinearSolution:
     """Theorem 4's ODE ``dv/dt = (mu - v) o exp(v^2/2)`` solved as "time = integral of the state", then inverted.
 
-    The components separate and each ``omega_j = ln(1/|delta_j|)`` obeys ``d omega/dt = f(omega) = exp(m^2
-    (1 - chi e^{-omega})^2 / 2)`` (see :func:`integrate_nonlinear`), so the time to reach ``omega`` is
-    ``t(omega) = int_{omega_0}^omega dx / f(x)``. With ``c = exp(-m^2/2)`` (the limit of ``1/f``) and ``w = e^{-x}``
-    this is
+    The components separate, and for one component (target ``mu``, ``chi = sign(delta_0)``) ``omega = ln(1/|delta|)``
+    obeys ``d omega/dt = f(omega) = exp(mu^2 (1 - chi e^{-omega})^2 / 2)`` (see :func:`integrate_nonlinear`), so the
+    time to reach ``omega`` is ``t(omega) = int_{omega_0}^omega dx / f(x)``. With ``c0 = exp(-mu^2/2)`` (the limit of
+    ``1/f``, a constant of the quadrature) and ``w = e^{-x}`` this is
 
-        t(omega) = c (omega - omega_0) + H(W_0) - H(e^{-omega}),   H(W) = int_0^W c expm1(m^2 w (chi - w/2)) / w dw,
+        t(omega) = c0 (omega - omega_0) + Hq(W_0) - Hq(e^{-omega}),  Hq(W) = int_0^W c0 expm1(mu^2 w (chi - w/2))/w dw,
 
-    ``W_0 = |delta_0|``: a linear part and a correction whose integrand is smooth (analytic) on
-    ``[0, W_0]``. ``H`` is expanded in a Chebyshev series on ``[0, W_0]`` (from its integrand at
-    Chebyshev nodes; the degree grows with ``m^2 W_0``), and ``t(omega) = t`` is solved by Newton's method
+    ``W_0 = |delta_0|``: a linear part and a correction ``Hq`` (the quadrature's helper) whose integrand is smooth
+    (analytic) on ``[0, W_0]``. ``Hq`` is expanded in a Chebyshev series on ``[0, W_0]`` (from its integrand at
+    Chebyshev nodes; the degree grows with ``mu^2 W_0``), and ``t(omega) = t`` is solved by Newton's method
     (``t'(omega) = 1/f(omega)``), safeguarded by bisection inside the bracket
     ``omega_0 + t <= omega <= omega_0 + t max f``.
     :func:`integrate_nonlinear` (a step-size-controlled Runge-Kutta stepper) is the reference this is checked against.
@@ -252,33 +254,33 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
     mu, t_eval, delta0 = _check_nonlinear_args(mu, t_eval, v0)
     check_float("tol", tol, 0, 1e-3, low_open=True)
     check_int("max_iter", max_iter, 1)
-    m2, chi, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
-    f_max = np.exp(0.5 * m2 * np.maximum(1.0, (1.0 - chi * w0) ** 2))  # the largest rate: exp(max(mu^2, v0^2) / 2)
-    omega0, c = -np.log(w0), np.exp(-0.5 * m2)
-    n = int(np.clip(12 + np.max(m2 * w0 * (1.0 + 0.5 * w0)), 12, 400))  # degree: the exponent's range
+    mu2, chi, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
+    f_max = np.exp(0.5 * mu2 * np.maximum(1.0, (1.0 - chi * w0) ** 2))  # the largest rate: exp(max(mu^2, v0^2) / 2)
+    omega0, c0 = -np.log(w0), np.exp(-0.5 * mu2)
+    n = int(np.clip(12 + np.max(mu2 * w0 * (1.0 + 0.5 * w0)), 12, 400))  # degree: the exponent's range
     x = np.cos(np.pi * (np.arange(n) + 0.5) / n)[:, None]
     w = 0.5 * w0 * (x + 1.0)  # nodes in (0, W_0), never 0
-    coef = _chebyshev_antiderivative(c * np.expm1(m2 * w * (chi - 0.5 * w)) / w) * (0.5 * w0)
-    h_w0 = coef.sum(axis=0)  # T_j(1) = 1
+    coef = _chebyshev_antiderivative(c0 * np.expm1(mu2 * w * (chi - 0.5 * w)) / w) * (0.5 * w0)
+    hq_w0 = coef.sum(axis=0)  # T_j(1) = 1
     with np.errstate(over="ignore", invalid="ignore"):  # an omega beyond float64 is refused below, by name
         t = t_eval[:, None]
         # bracket: 1 <= f <= f_max along the path, so omega0 + t <= omega(t) <= omega0 + t f_max
         lo, hi = omega0 + t, omega0 + t * f_max
         # start: the early-time line or the late-time asymptote, whichever is the tighter bound when f is monotone
-        early, late = omega0 + t * np.exp(0.5 * m2 * (1.0 - chi * w0) ** 2), omega0 + (t - h_w0) / c
+        early, late = omega0 + t * np.exp(0.5 * mu2 * (1.0 - chi * w0) ** 2), omega0 + (t - hq_w0) / c0
         omega = np.clip(np.where(chi > 0, np.maximum(early, late), np.minimum(early, late)), lo, hi)
         shape = omega.shape
         omega, t, lo, hi = (np.broadcast_to(a, shape).ravel().copy() for a in (omega, t, lo, hi))
-        col = np.broadcast_to(np.arange(m2.size), shape).ravel()  # the component of each entry
+        col = np.broadcast_to(np.arange(mu2.size), shape).ravel()  # the component of each entry
         active = np.arange(omega.size)
         for _ in range(max_iter):  # safeguarded Newton (bisection when a step leaves the bracket), unconverged entries
             omega_a, ca = omega[active], col[active]
-            h_omega = _clenshaw(coef[:, ca], 2.0 * np.exp(-omega_a) / w0[ca] - 1.0)  # H(e^{-omega})
-            resid = c[ca] * (omega_a - omega0[ca]) + h_w0[ca] - h_omega - t[active]
+            hq_omega = _clenshaw(coef[:, ca], 2.0 * np.exp(-omega_a) / w0[ca] - 1.0)  # Hq(e^{-omega})
+            resid = c0[ca] * (omega_a - omega0[ca]) + hq_w0[ca] - hq_omega - t[active]
             above = resid > 0
             hi[active] = np.where(above, omega_a, hi[active])
             lo[active] = np.where(above, lo[active], omega_a)
-            new = omega_a - resid * np.exp(0.5 * m2[ca] * (1.0 - chi[ca] * np.exp(-omega_a)) ** 2)
+            new = omega_a - resid * np.exp(0.5 * mu2[ca] * (1.0 - chi[ca] * np.exp(-omega_a)) ** 2)
             outside = (new < lo[active]) | (new > hi[active])
             new = np.where(outside, 0.5 * (lo[active] + hi[active]), new)
             omega[active] = new
@@ -292,22 +294,22 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
     return NonlinearSolution(t_eval, mu * (1.0 - np.sign(delta0) * np.exp(-omega)), omega)
 
 
-def convergence_rate_ratio(mu: object, t_eval: object, j: int = 0, k: int = 1,
+def convergence_rate_ratio(mu: object, t_eval: object, j: int = 0, j_prime: int = 1,
                            v0: object = 0.0) -> tuple[np.ndarray, np.ndarray | float]:
-    """Theorem 4: ``omega_j(t) / omega_k(t)``, ``omega = ln(1/|delta|)``, and its limit ``exp((mu_j^2 - mu_k^2)/2)``.
+    """Theorem 4: ``omega_j(t) / omega_j'(t)``, ``omega = ln(1/|delta|)``, and its limit ``exp((mu_j^2 - mu_j'^2)/2)``.
 
-    Since ``d omega_j/dt = exp(v_j^2/2) -> exp(mu_j^2/2)``, the ratio tends to the limit
-    with an ``O(1/t)`` error. Returns ``(ratio, limit)`` with ``ratio`` of shape
-    ``(len(t_eval),) + batch_shape`` (NaN where ``omega_k = 0``, e.g. at ``t = 0`` from ``v0 = 0``).
+    ``j`` and ``j_prime`` index two components (``j'``). Since ``d omega_j/dt = exp(v_j^2/2) -> exp(mu_j^2/2)``, the
+    ratio tends to the limit with an ``O(1/t)`` error. Returns ``(ratio, limit)`` with ``ratio`` of shape
+    ``(len(t_eval),) + batch_shape`` (NaN where ``omega_j' = 0``, e.g. at ``t = 0`` from ``v0 = 0``).
     """
     mu = as_finite_array("mu", mu, min_ndim=1, nonzero=True)
     n = mu.shape[-1]
-    j, k = check_int("j", j, 0, n - 1), check_int("k", k, 0, n - 1)
-    if j == k:
-        raise ValueError(f"j and k must name two different components (the ratio of one with itself is 1), got j={j}, "
-                         f"k={k}")
+    j, j_prime = check_int("j", j, 0, n - 1), check_int("j_prime", j_prime, 0, n - 1)
+    if j == j_prime:
+        raise ValueError(f"j and j_prime must name two different components (the ratio of one with itself is 1), got "
+                         f"j={j}, j_prime={j_prime}")
     sol = integrate_nonlinear(mu, t_eval, v0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(sol.omega[..., k] != 0, sol.omega[..., j] / sol.omega[..., k], np.nan)
-    limit = np.exp(0.5 * (mu[..., j] ** 2 - mu[..., k] ** 2))
+        ratio = np.where(sol.omega[..., j_prime] != 0, sol.omega[..., j] / sol.omega[..., j_prime], np.nan)
+    limit = np.exp(0.5 * (mu[..., j] ** 2 - mu[..., j_prime] ** 2))
     return ratio, float(limit) if np.ndim(limit) == 0 else limit

@@ -1,11 +1,11 @@
 """Theorem 1 of JoMA: the attention logits are a function of the MLP weights.
 
 With orthonormal embeddings and ``v_k = U_C^T w_k``, gradient flow with learning rates ``eta_z`` (logits)
-and ``eta_w`` (MLP) keeps ``G(z) - Q(V)`` constant in time, where (``r = eta_z / eta_w``, temperature ``T``)
+and ``eta_w`` (MLP) keeps ``G(z) - Q(V)`` constant in time, where (``r = eta_z / eta_w``, temperature ``tau``)
 
-* linear attention:  ``G(z) = z^2``, ``Q(V) = r sum_k v_k^2``              (``T`` cancels);
-* exp attention:     ``G(z) = z``,   ``Q(V) = r/(2T) sum_k v_k^2``;
-* softmax attention: ``G(z) = z``,   ``Q(V) = r/(2T) sum_k (v_k^2 - ||v_k||^2 b-bar)``, which needs the mean
+* linear attention:  ``G(z) = z^2``, ``Q(V) = r sum_k v_k^2``              (``tau`` cancels);
+* exp attention:     ``G(z) = z``,   ``Q(V) = r/(2 tau) sum_k v_k^2``;
+* softmax attention: ``G(z) = z``,   ``Q(V) = r/(2 tau) sum_k (v_k^2 - ||v_k||^2 b-bar)``, which needs the mean
   attention ``b-bar`` to stay constant and to factor out of the gradient (paper Theorem 1, softmax case).
 
 ``G`` and the coefficient of each kind are registered in :mod:`joma_lib.theory.attention_kinds`.
@@ -30,7 +30,7 @@ from joma_lib.base.validation import as_finite_array, check_broadcast, check_cho
 
 
 def _check_common(attention: str, temperature: float, lr_ratio: float) -> tuple[AttentionKind, float, float]:
-    return (attention_kind(attention), check_float("temperature (T)", temperature, 0, low_open=True),
+    return (attention_kind(attention), check_float("temperature (tau)", temperature, 0, low_open=True),
             check_float("lr_ratio (eta_z / eta_w)", lr_ratio, 0, low_open=True))
 
 
@@ -44,7 +44,7 @@ def _check_V(V: np.ndarray) -> np.ndarray:
 def softmax_terms(V: np.ndarray, b_bar: np.ndarray, temperature: float = 1.0,
                   lr_ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """The two terms of the softmax prediction, each of shape (..., M_C):
-    ``r/(2T) sum_k v_k^2`` (sum of squares) and ``-r/(2T) b-bar sum_k ||v_k||^2`` (mean attention)."""
+    ``r/(2 tau) sum_k v_k^2`` (sum of squares) and ``-r/(2 tau) b-bar sum_k ||v_k||^2`` (mean attention)."""
     V = _check_V(V)
     kind, temperature, lr_ratio = _check_common("softmax", temperature, lr_ratio)
     b_bar = check_broadcast("b_bar (mean attention)", as_finite_array("b_bar", b_bar), V.shape[:-1], "V.shape[:-1]")
@@ -61,8 +61,8 @@ def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ra
     """``Q(V)`` of Theorem 1, shape (..., M_C), from ``V`` (..., M_C, K) whose columns are ``v_k``.
 
     ``lr_ratio = eta_z / eta_w`` scales the whole right-hand side; ``b_bar`` (broadcastable to (..., M_C))
-    is needed for normalised kinds (softmax) only. ``Q = r c(T) sum_k v_k^2``, minus ``r c(T) b-bar
-    sum_k ||v_k||^2`` for normalised kinds, with the kind's coefficient ``c(T)``
+    is needed for normalised kinds (softmax) only. ``Q = r c(tau) sum_k v_k^2``, minus ``r c(tau) b-bar
+    sum_k ||v_k||^2`` for normalised kinds, with the kind's coefficient ``c(tau)``
     (:mod:`joma_lib.theory.attention_kinds`).
     """
     V = _check_V(V)
@@ -134,8 +134,8 @@ def reference_mean_attention(spec: BlockSpec, z0: np.ndarray, X: np.ndarray) -> 
     return mean_attention(spec, z0, X) if attention_kind(spec.attention).normalized else None
 
 
-def invariant_gap(z: np.ndarray, V: np.ndarray, attention: str, temperature: float = 1.0,
-                  lr_ratio: float = 1.0, b_bar: np.ndarray | None = None) -> np.ndarray:
+def invariant_constant(z: np.ndarray, V: np.ndarray, attention: str, temperature: float = 1.0,
+                       lr_ratio: float = 1.0, b_bar: np.ndarray | None = None) -> np.ndarray:
     """``G(z) - Q(V)``, shape (..., M_C): the quantity Theorem 1 says is the constant ``c``.
 
     ``z`` (..., M_C) and ``V`` (..., M_C, K) must agree: ``V.shape[:-1]`` equal to ``z.shape``.
@@ -158,9 +158,9 @@ def invariant_residual(z: np.ndarray, V: np.ndarray, attention: str, temperature
     z = np.asarray(z, dtype=float)
     if z.ndim != 3:
         raise ValueError(f"z must have shape (n_times, R, M_C), got {z.shape}")
-    gap = invariant_gap(z, V, attention, temperature, lr_ratio, b_bar)
+    c = invariant_constant(z, V, attention, temperature, lr_ratio, b_bar)
     scale = np.abs(attention_potential(z, attention)).max(axis=(0, 2))
-    return np.abs(gap - gap[0]).max(axis=2) / np.maximum(scale, np.finfo(float).tiny)
+    return np.abs(c - c[0]).max(axis=2) / np.maximum(scale, np.finfo(float).tiny)
 
 
 def predicted_logits(V: np.ndarray, z0: np.ndarray, V0: np.ndarray, attention: str, temperature: float = 1.0,
@@ -169,7 +169,7 @@ def predicted_logits(V: np.ndarray, z0: np.ndarray, V0: np.ndarray, attention: s
 
     For linear attention ``G^{-1}`` is the root with the sign of ``z0`` (valid while no logit crosses 0).
     """
-    c = invariant_gap(z0, V0, attention, temperature, lr_ratio, b_bar)
+    c = invariant_constant(z0, V0, attention, temperature, lr_ratio, b_bar)
     G_hat = mlp_potential(V, attention, temperature, lr_ratio, b_bar) + c
     return attention_kind(attention).inverse_potential(G_hat, np.asarray(z0, dtype=float))
 
@@ -196,7 +196,7 @@ def theorem1_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n
     """A small block for Theorem 1 checks: ``M_C = 8``, ``K = 6``, 4 classes, ``d = 12``, trainable top layer,
     a random rotation of the coordinate embeddings, Dirichlet bags (:func:`joma_lib.theory.bags.dirichlet_bags`).
 
-    ``W`` and ``A`` start at scale 0.3 so that the logits move by ``O(1)`` within a few hundred SGD steps of
+    ``W`` and ``W_out`` start at scale 0.3 so that the logits move by ``O(1)`` within a few hundred SGD steps of
     learning rate 0.1 (the residual check is then not vacuous). ``z(0) = 0`` except for linear attention,
     where ``z(0) = 1``: at ``z = 0`` its output ``b`` starts at zero, and its invariant fixes ``z`` only up to
     sign, which :func:`predicted_logits` takes from ``z(0)`` (undefined at 0).
@@ -205,7 +205,7 @@ def theorem1_toy(attention: str = "exp", phi: str = "identity", seed: int = 0, n
     spec = BlockSpec(n_context=8, d=12, n_hidden=6, n_classes=4, attention=attention, phi=phi,
                      temperature=temperature, top_layer=True, embedding_seed=3)
     X, y = dirichlet_bags(8, 4, n_samples, concentration=concentration, signal=4.0, seed=seed)
-    state = init_state(spec, [seed + 1000], w_scale=0.3, a_scale=0.3, z_scale=0.0,
+    state = init_state(spec, [seed + 1000], w_scale=0.3, w_out_scale=0.3, z_scale=0.0,
                        z_offset=attention_kind(attention).z_start)
     return spec, X, y, state
 
@@ -228,7 +228,7 @@ def toy_check(attention: str = "exp", phi: str = "identity", seed: int = 0, conc
               temperature: float = 1.0, engine: str = "torch") -> dict[str, np.ndarray]:
     """Train the toy block (:func:`theorem1_toy`) with SGD, ``lr_z = lr_ratio * lr_w``, and
     compare its logits with Theorem 1 (``b-bar`` = mean attention at ``t = 0`` for softmax); ``temperature``
-    is the attention's ``T``. ``engine="torch"`` trains with :func:`joma_lib.theory.block.train` (autograd, the
+    is the attention's ``tau``. ``engine="torch"`` trains with :func:`joma_lib.theory.block.train` (autograd, the
     reference), ``"numpy"`` with :func:`joma_lib.theory.block_engines.train_sgd_numpy` (hand-written gradients, the same
     run up to rounding, faster; kinds with a numpy score only).
 

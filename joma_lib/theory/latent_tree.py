@@ -9,7 +9,7 @@ tables and the exact statement are not available to us (``paper.md`` Q4); this m
 implements the most likely reading, the polarity parameterisation of Tian et al.'s
 earlier latent-tree work:
 
-* a complete tree of height ``L`` (``depth``) and branching ``B``: the root ``y0`` at
+* a complete tree of height ``L`` (``tree_height``) and branching ``B``: the root ``y0`` at
   height ``L``, ``B**(L-h)`` binary latents at height ``h = 1..L-1``, ``B**L`` leaves at
   height 0;
 * every edge is the same binary channel with polarity ``rho``:
@@ -18,7 +18,7 @@ earlier latent-tree work:
   asymmetric (``off_rate=0`` is an "inheritance" model where a child can only be on
   when its parent is);
 * ``y0`` is uniform on ``{0..D-1}`` and acts on root child ``a`` like a parent that is on
-  when bit ``a mod b`` of ``y0`` is set (off otherwise), ``b = floor(log2 D)``. For ``D = 2`` the
+  when bit ``a mod n_bits`` of ``y0`` is set (off otherwise), ``n_bits = floor(log2 D)``. For ``D = 2`` the
   root is a fair binary latent; for ``D = 2**B`` the root's children are independent
   fair bits.
 
@@ -52,7 +52,7 @@ class HBLT:
     """A complete hierarchical binary latent tree (see the module docstring for the model).
 
     Attributes:
-        depth: height ``L >= 1`` of the root; leaves sit at height 0.
+        tree_height: height ``L >= 1`` of the root; leaves sit at height 0.
         branching: children per node, ``B >= 2``.
         n_labels: number ``D >= 2`` of values of the root label ``y0``.
         rho: polarity of every edge, ``P[on | parent on] - P[on | parent off]``, in ``(0, 1]``.
@@ -60,14 +60,14 @@ class HBLT:
             Needs ``off_rate + rho <= 1``.
     """
 
-    depth: int
+    tree_height: int
     branching: int = 2
     n_labels: int = 2
     rho: float = 0.9
     off_rate: float | None = None
 
     def __post_init__(self) -> None:
-        check_int("depth", self.depth, 1, 30)
+        check_int("tree_height", self.tree_height, 1, 30)
         check_int("branching", self.branching, 2, 64)
         check_int("n_labels", self.n_labels, 2, 2**16)
         check_float("rho", self.rho, 0.0, 1.0, low_open=True)
@@ -87,19 +87,19 @@ class HBLT:
     @property
     def n_leaves(self) -> int:
         """Number of tokens ``B**L``."""
-        return self.branching**self.depth
+        return self.branching**self.tree_height
 
-    def transition(self) -> np.ndarray:
-        """The edge channel ``T[parent, child] = P[child | parent]`` (2 x 2, rows sum to 1)."""
+    def channel(self) -> np.ndarray:
+        """The edge channel ``R[parent, child] = P[child | parent]`` (2 x 2, rows sum to 1)."""
         return np.array([[1 - self.p_off, self.p_off], [1 - self.p_on, self.p_on]])
 
     def label_code(self) -> np.ndarray:
         """``C[a, d] = 1`` when label ``d`` acts on root child ``a`` like a parent that is on.
 
-        That is bit ``a mod b`` of ``d``, ``b = floor(log2 D)``.
+        That is bit ``a mod n_bits`` of ``d``, ``n_bits = floor(log2 D)``.
         """
-        bits = max(1, floor(log2(self.n_labels)))
-        a = np.arange(self.branching)[:, None] % bits
+        n_bits = max(1, floor(log2(self.n_labels)))
+        a = np.arange(self.branching)[:, None] % n_bits
         d = np.arange(self.n_labels)[None, :]
         return ((d >> a) & 1).astype(float)
 
@@ -123,7 +123,7 @@ def cla_height_matrix(tree: HBLT) -> np.ndarray:
         raise ValueError(f"cla_height_matrix needs at most 4096 leaves, the tree has {tree.n_leaves}")
     idx = np.arange(tree.n_leaves)
     H = np.zeros((tree.n_leaves, tree.n_leaves), dtype=int)
-    for h in range(1, tree.depth + 1):
+    for h in range(1, tree.tree_height + 1):
         block = idx // tree.branching**h
         prev = idx // tree.branching ** (h - 1)
         H[(block[:, None] == block[None, :]) & (prev[:, None] != prev[None, :])] = h
@@ -132,32 +132,32 @@ def cla_height_matrix(tree: HBLT) -> np.ndarray:
 
 def _on_given_label(tree: HBLT, height: int) -> np.ndarray:
     """``q[a, d] = P[node at `height` in root subtree a is on | y0 = d]``, by passing messages down the path."""
-    T = tree.transition()
+    R = tree.channel()
     parent_on = tree.label_code()  # the root acts on its children as a parent that is on or off
-    down = np.linalg.matrix_power(T, tree.depth - 1 - height)
-    q = parent_on[:, :, None] * T[1] + (1 - parent_on[:, :, None]) * T[0]  # children of the root: (a, d, state)
+    down = np.linalg.matrix_power(R, tree.tree_height - 1 - height)
+    q = parent_on[:, :, None] * R[1] + (1 - parent_on[:, :, None]) * R[0]  # children of the root: (a, d, state)
     return (q @ down)[:, :, 1]
 
 
 def cooccurrence_exact(tree: HBLT, l: int, m: int) -> float:
     """Exact ``P[y_l = 1 | y_m = 1]`` (Theorem 5) by message passing through the common ancestor.
 
-    With ``c`` the CLA at height ``H < L``, the leaves are independent given ``y_c``, so
-    ``P[l, m] = sum_c P[y_c] P[l | y_c] P[m | y_c]`` with ``P[leaf | y_c] = (T^H)[y_c, 1]``.
+    With ``gamma`` the CLA at height ``H < L``, the leaves are independent given ``y_gamma``, so
+    ``P[l, m] = sum_{y_gamma} P[y_gamma] P[l | y_gamma] P[m | y_gamma]`` with ``P[leaf | y_gamma] = (R^H)[y_gamma, 1]``.
     When the CLA is the root, the sum runs over the label ``y0`` instead.
     """
     l, m = tree.leaf_index("l", l), tree.leaf_index("m", m)
     H = cla_height(tree, l, m)
     if H == 0:
         return 1.0
-    subtree = tree.branching ** (tree.depth - 1)
-    if H == tree.depth:
+    subtree = tree.branching ** (tree.tree_height - 1)
+    if H == tree.tree_height:
         q = _on_given_label(tree, 0)
         q_l, q_m = q[l // subtree], q[m // subtree]
         return float(np.mean(q_l * q_m) / np.mean(q_m))
-    p_c = float(np.mean(_on_given_label(tree, H)[l // subtree]))
-    prior = np.array([1 - p_c, p_c])
-    to_leaf = np.linalg.matrix_power(tree.transition(), H)[:, 1]
+    p_gamma = float(np.mean(_on_given_label(tree, H)[l // subtree]))
+    prior = np.array([1 - p_gamma, p_gamma])
+    to_leaf = np.linalg.matrix_power(tree.channel(), H)[:, 1]
     return float(prior @ to_leaf**2 / (prior @ to_leaf))
 
 
@@ -169,7 +169,7 @@ def cooccurrence_matrix(tree: HBLT) -> np.ndarray:
     """
     H = cla_height_matrix(tree)
     n = tree.n_leaves
-    subtree = np.arange(n) // tree.branching ** (tree.depth - 1)
+    subtree = np.arange(n) // tree.branching ** (tree.tree_height - 1)
     keys = np.stack([H, np.broadcast_to(subtree[:, None], H.shape), np.broadcast_to(subtree, H.shape)], axis=-1)
     _, first, inverse = np.unique(keys.reshape(-1, 3), axis=0, return_index=True, return_inverse=True)
     values = np.array([cooccurrence_exact(tree, int(i // n), int(i % n)) for i in first])
@@ -183,13 +183,13 @@ def cooccurrence_enumerate(tree: HBLT, l: int, m: int) -> float:
     at most ``MAX_ENUMERATION_NODES`` binary nodes (``B + B^2 + ... + B^L``).
     """
     l, m = tree.leaf_index("l", l), tree.leaf_index("m", m)
-    B, L = tree.branching, tree.depth
+    B, L = tree.branching, tree.tree_height
     sizes = [B**k for k in range(1, L + 1)]  # level k = 1..L below the root; level L holds the leaves
     n_nodes = sum(sizes)
     if n_nodes > MAX_ENUMERATION_NODES:
         raise ValueError(f"enumeration needs at most {MAX_ENUMERATION_NODES} binary nodes, the tree has {n_nodes}")
     states = ((np.arange(2**n_nodes)[:, None] >> np.arange(n_nodes)) & 1).astype(bool)
-    T = tree.transition()
+    R = tree.channel()
     offsets = np.cumsum([0] + sizes)
     joint = np.zeros(len(states))
     for d in range(tree.n_labels):
@@ -197,7 +197,7 @@ def cooccurrence_enumerate(tree: HBLT, l: int, m: int) -> float:
         parent = np.broadcast_to(tree.label_code()[:, d].astype(bool), (len(states), B))
         for k, size in enumerate(sizes):
             level = states[:, offsets[k]:offsets[k] + size]
-            p_on = T[parent.astype(int), 1]
+            p_on = R[parent.astype(int), 1]
             prob = prob * np.prod(np.where(level, p_on, 1 - p_on), axis=1)
             if k + 1 < len(sizes):
                 parent = np.repeat(level, B, axis=1)
@@ -208,9 +208,9 @@ def cooccurrence_enumerate(tree: HBLT, l: int, m: int) -> float:
 
 
 def cooccurrence_closed_form(rho: float, H: int, marginal: float = 0.5) -> float:
-    """Closed form of ``P[l | m]`` for the symmetric channel, CLA at height ``H`` with ``P[y_c = 1] = marginal``.
+    """Closed form of ``P[l | m]`` for the symmetric channel, CLA at height ``H`` with ``P[y_gamma = 1] = marginal``.
 
-    In spins ``s = 2y - 1`` the channel gives ``E[s_leaf | s_c] = rho^H s_c``; with ``e = 2 marginal - 1``,
+    In spins ``s = 2y - 1`` the channel gives ``E[s_leaf | s_gamma] = rho^H s_gamma``; with ``e = 2 marginal - 1``,
     ``P[l | m] = (1 + 2 rho^H e + rho^(2H)) / (2 (1 + rho^H e))``, i.e. ``(1 + rho^(2H))/2`` for fair latents.
     """
     rho = check_float("rho", rho, 0.0, 1.0, low_open=True)
@@ -272,7 +272,7 @@ def sample_hblt(tree: HBLT, n: int, seed: int = 0) -> HBLTSample:
     rng = np.random.default_rng(check_int("seed", seed, 0))
     labels = rng.integers(tree.n_labels, size=n)
     parent = tree.label_code()[:, labels].T.astype(bool)  # (n, B): the root's effect on its children
-    for _ in range(tree.depth):
+    for _ in range(tree.tree_height):
         p_on = np.where(parent, tree.p_on, tree.p_off)
         level = rng.random(p_on.shape) < p_on
         parent = np.repeat(level, tree.branching, axis=1)

@@ -1,14 +1,14 @@
 """Theorem 3 (reconstructed): a ReLU node fed by a mixture of isotropic Gaussian clusters.
 
 Setting (the paper's nonlinear case, Theorem 3). Attention is frozen at uniform, so the lower MLP node
-sees ``h = relu(v^T x + b)``: ``v = U_C^T w`` reads the contextual tokens and ``b = u_q^T w``
+sees ``h = relu(v^T x + beta)``: ``v = U_C^T w`` reads the contextual tokens and ``beta = u_q^T w``
 is the residual (query) component, which acts as a bias. The input ``x`` comes from a
-mixture of ``C`` isotropic clusters, ``x | c ~ N(xbar_c, sigma^2 I)``, and the back-propagated
+mixture of ``C`` isotropic clusters, ``x | c ~ N(xbar_c, nu^2 I)``, and the back-propagated
 gradient has a stationary mean ``E[g | c]`` per cluster (Assumption 1). Gradient flow
-``dv/dt = E[g 1[v^T x + b > 0] x]`` then has the closed form
+``dv/dt = E[g 1[v^T x + beta > 0] x]`` then has the closed form
 
-    dv/dt = sum_c a_c ( Phi(k_c) xbar_c + sigma phi(k_c) v/||v|| ),
-    db/dt = sum_c a_c Phi(k_c),      a_c = P[c] E[g | c],   k_c = (v^T xbar_c + b) / (sigma ||v||),
+    dv/dt = sum_c a_c ( Phi(kappa_c) xbar_c + nu phi(kappa_c) v/||v|| ),
+    dbeta/dt = sum_c a_c Phi(kappa_c),   a_c = P[c] E[g | c],   kappa_c = (v^T xbar_c + beta) / (nu ||v||),
 
 with ``Phi``/``phi`` the standard normal CDF/PDF. This matches the structure printed in the
 paper's Theorem 3, ``sum_c a_c (theta_1(r_c) xbar_c + theta_2(r_c) v/||v||)``.
@@ -35,25 +35,26 @@ _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
 @dataclass(frozen=True)
 class ClusterMixture:
-    """``x ~ sum_c P[c] N(centres[c], sigma^2 I)`` with stationary mean gradient ``grad[c] = E[g | c]``."""
+    """``x ~ sum_c P[c] N(centres[c], nu^2 I)`` (``nu``: the cluster spread) with stationary mean gradient
+    ``grad[c] = E[g | c]``; ``weights`` are the ``P[c]``."""
 
     centres: np.ndarray
     weights: np.ndarray
     grad: np.ndarray
-    sigma: float
+    nu: float
 
     def __post_init__(self) -> None:
         centres = as_finite_array("centres", self.centres, min_ndim=2)
         w = as_finite_array("weights", self.weights, min_ndim=1)
         g = as_finite_array("grad", self.grad, min_ndim=1)
-        sigma = check_float("sigma", self.sigma, 0, low_open=True)
+        nu = check_float("nu", self.nu, 0, low_open=True)
         if centres.ndim != 2:
             raise ValueError(f"centres must be a (C, d) array, got shape {centres.shape}")
         if w.shape != (centres.shape[0],) or np.any(w < 0) or abs(w.sum() - 1) > 1e-12:
             raise ValueError(f"weights must be a probability vector of length C = {centres.shape[0]}")
         if g.shape != w.shape:
             raise ValueError(f"grad must have shape {w.shape}, got {g.shape}")
-        for name, value in (("centres", centres), ("weights", w), ("grad", g), ("sigma", sigma)):
+        for name, value in (("centres", centres), ("weights", w), ("grad", g), ("nu", nu)):
             object.__setattr__(self, name, value)  # the checked values, not what was passed (e.g. lists)
 
     @property
@@ -62,7 +63,7 @@ class ClusterMixture:
         return self.weights * self.grad
 
 
-def toy_mixture(d: int = 8, sigma: float = 0.15) -> ClusterMixture:
+def toy_mixture(d: int = 8, nu: float = 0.15) -> ClusterMixture:
     """Three unit-norm cluster centres over ``d`` tokens: two pulled towards (g > 0), one pushed away.
 
     Centre 0 uses tokens 0-2, centre 1 tokens 3-5 and centre 2 tokens 5 to d-1, each with a
@@ -75,7 +76,7 @@ def toy_mixture(d: int = 8, sigma: float = 0.15) -> ClusterMixture:
     centres[2, 5:] = 1.0
     centres[:, 0] += 0.3
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    return ClusterMixture(centres, np.array([0.3, 0.3, 0.4]), np.array([1.0, 1.0, -1.0]), sigma)
+    return ClusterMixture(centres, np.array([0.3, 0.3, 0.4]), np.array([1.0, 1.0, -1.0]), nu)
 
 
 def _check_state(v: object, bias: object, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,16 +90,16 @@ def _check_state(v: object, bias: object, d: int) -> tuple[np.ndarray, np.ndarra
 
 
 def expected_relu_update(v: object, bias: object, mixture: ClusterMixture) -> tuple[np.ndarray, np.ndarray]:
-    """Closed-form ``(dv/dt, db/dt) = E[g 1[v^T x + b > 0] (x, 1)]`` under the mixture (module docstring).
+    """Closed-form ``(dv/dt, dbeta/dt) = E[g 1[v^T x + beta > 0] (x, 1)]`` under the mixture (module docstring).
 
-    ``v`` has shape ``(..., d)``, ``bias`` broadcasts to ``v.shape[:-1]``.
+    ``v`` has shape ``(..., d)``, ``bias`` (the bias ``beta``) broadcasts to ``v.shape[:-1]``.
     """
-    v, b = _check_state(v, bias, mixture.centres.shape[1])
+    v, beta = _check_state(v, bias, mixture.centres.shape[1])
     norm = np.linalg.norm(v, axis=-1, keepdims=True)
-    kappa = (v @ mixture.centres.T + b[..., None]) / (mixture.sigma * norm)       # (..., C)
+    kappa = (v @ mixture.centres.T + beta[..., None]) / (mixture.nu * norm)       # (..., C): kappa_c
     cdf, pdf = ndtr(kappa), _INV_SQRT_2PI * np.exp(-0.5 * kappa * kappa)
     a = mixture.strengths
-    dv = (a * cdf) @ mixture.centres + mixture.sigma * (pdf @ a)[..., None] * v / norm
+    dv = (a * cdf) @ mixture.centres + mixture.nu * (pdf @ a)[..., None] * v / norm
     return dv, cdf @ a
 
 
@@ -108,25 +109,25 @@ def expected_linear_update(mixture: ClusterMixture) -> np.ndarray:
 
 
 class MonteCarloUpdate(NamedTuple):
-    """Sample means of ``g 1[v^T x + b > 0] x`` (``dv``) and ``g 1[...]`` (``db``) with standard errors."""
+    """Sample means of ``g 1[v^T x + beta > 0] x`` (``dv``) and ``g 1[...]`` (``dbeta``) with standard errors."""
 
     dv: np.ndarray
     dv_stderr: np.ndarray
-    db: float
-    db_stderr: float
+    dbeta: float
+    dbeta_stderr: float
 
 
 def monte_carlo_relu_update(v: object, bias: float, mixture: ClusterMixture, n_samples: int = 200_000,
                             seed: int = 0) -> MonteCarloUpdate:
-    """Estimate the expected ReLU update at one state ``(v, bias)`` by sampling the mixture."""
-    v, b = _check_state(v, bias, mixture.centres.shape[1])
+    """Estimate the expected ReLU update at one state ``(v, beta)`` (``beta``: ``bias``) by sampling the mixture."""
+    v, beta = _check_state(v, bias, mixture.centres.shape[1])
     if v.ndim != 1:
         raise ValueError(f"v must be one vector (shape (d,)), got shape {v.shape}")
     n = check_int("n_samples", n_samples, 2, 10**8)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     c = rng.choice(mixture.weights.size, size=n, p=mixture.weights)
-    x = mixture.centres[c] + mixture.sigma * rng.standard_normal((n, v.size))
-    gate = mixture.grad[c] * (x @ v + float(b) > 0)
+    x = mixture.centres[c] + mixture.nu * rng.standard_normal((n, v.size))
+    gate = mixture.grad[c] * (x @ v + float(beta) > 0)
     gx = gate[:, None] * x
     root_n = np.sqrt(n)
     return MonteCarloUpdate(gx.mean(axis=0), gx.std(axis=0, ddof=1) / root_n, float(gate.mean()),
@@ -168,9 +169,9 @@ def nearest_centre(v: object, mixture: ClusterMixture) -> tuple[np.ndarray, np.n
     return np.argmax(cos, axis=-1), np.max(cos, axis=-1)
 
 
-def two_cluster_mixture(sigma: float = 0.2) -> ClusterMixture:
+def two_cluster_mixture(nu: float = 0.2) -> ClusterMixture:
     """Two clusters in 2-D, centres ``e_1`` and ``e_2``, equal weights, both pulling (``E[g | c] = +1``)."""
-    return ClusterMixture(np.eye(2), np.array([0.5, 0.5]), np.array([1.0, 1.0]), sigma)
+    return ClusterMixture(np.eye(2), np.array([0.5, 0.5]), np.array([1.0, 1.0]), nu)
 
 
 def decayed_update(v: object, bias: float, mixture: ClusterMixture, weight_decay: float,

@@ -14,7 +14,7 @@ exactly, estimates each of them by Monte Carlo from its own independent samples 
 tested, not assumed: :func:`monte_carlo_factors`), and feeds the saliencies to Theorem 2's closed
 form to show that the most salient token takes the attention.
 
-The token model (targets, presence probabilities, gradient ``g = 1[y = target] - 1/C`` of a
+The token model (targets, presence probabilities, gradient ``g = 1[y = target] - 1/N_cls`` of a
 cross-entropy output at a uniform prediction) is this companion's illustration, not a model
 from the paper.
 """
@@ -32,12 +32,12 @@ from joma_lib.base.validation import as_finite_array, check_float, check_int
 
 @dataclass(frozen=True)
 class TokenModel:
-    """A query ``m`` with ``C`` possible targets ``y`` and ``M`` contextual tokens.
+    """A query ``m`` with ``N_cls`` possible targets (classes) ``y`` and ``M_C`` contextual tokens.
 
     Attributes:
-        class_prob: ``P[y | m]``, shape ``(C,)``, sums to 1.
-        presence: ``P[x_l = 1 | y, m]``, shape ``(C, M)``; tokens appear independently given ``y``.
-        grad: ``E[g | y, m]``, shape ``(C,)``: the back-propagated gradient at the hidden node
+        class_prob: ``P[y | m]``, shape ``(N_cls,)``, sums to 1.
+        presence: ``P[x_l = 1 | y, m]``, shape ``(N_cls, M_C)``; tokens appear independently given ``y``.
+        grad: ``E[g | y, m]``, shape ``(N_cls,)``: the back-propagated gradient at the hidden node
             for each target (stationary, Assumption 1).
         names: one label per contextual token.
     """
@@ -54,7 +54,8 @@ class TokenModel:
         if p.ndim != 1 or np.any(p < 0) or abs(p.sum() - 1) > 1e-12:
             raise ValueError(f"class_prob must be a probability vector, got {self.class_prob!r}")
         if x.ndim != 2 or x.shape[0] != p.size or np.any(x < 0) or np.any(x > 1):
-            raise ValueError(f"presence must be a (C, M) array of probabilities with C = {p.size}, got shape {x.shape}")
+            raise ValueError(f"presence must be an (N_cls, M_C) array of probabilities with N_cls = {p.size}, "
+                             f"got shape {x.shape}")
         if g.shape != p.shape:
             raise ValueError(f"grad must have shape {p.shape}, got {g.shape}")
         if len(self.names) != x.shape[1]:
@@ -70,10 +71,10 @@ def toy_token_model(n_classes: int = 4) -> TokenModel:
 
     Distinct tokens of target 0 (frequent, rare, leaky), distinct tokens of other targets,
     and common tokens of different frequencies; ``P[y|m]`` uniform and
-    ``g = 1[y = 0] - 1/C``, so that ``E[g | m] = 0`` and common tokens get zero saliency.
+    ``g = 1[y = 0] - 1/N_cls``, so that ``E[g | m] = 0`` and common tokens get zero saliency.
     """
-    c = check_int("n_classes", n_classes, 3, 50)
-    presence = np.zeros((c, 8))
+    n_cls = check_int("n_classes", n_classes, 3, 50)
+    presence = np.zeros((n_cls, 8))
     presence[0, 0] = 0.9                      # distinct to target 0, frequent
     presence[0, 1] = 0.3                      # distinct to target 0, rare
     presence[:, 2] = 0.1
@@ -84,13 +85,13 @@ def toy_token_model(n_classes: int = 4) -> TokenModel:
     presence[:, 6] = 0.5                      # common, half of the time
     presence[:, 7] = 0.2                      # common, rare
     names = ("dist-0 freq", "dist-0 rare", "mostly-0", "dist-1", "dist-2", "common 95%", "common 50%", "common 20%")
-    grad = -np.full(c, 1.0 / c)
+    grad = -np.full(n_cls, 1.0 / n_cls)
     grad[0] += 1.0
-    return TokenModel(np.full(c, 1.0 / c), presence, grad, names)
+    return TokenModel(np.full(n_cls, 1.0 / n_cls), presence, grad, names)
 
 
 def cooccurrence(model: TokenModel) -> np.ndarray:
-    """``P[l | m] = sum_y P[y|m] P[x_l = 1 | y, m]``, shape ``(M,)``."""
+    """``P[l | m] = sum_y P[y|m] P[x_l = 1 | y, m]``, shape ``(M_C,)``."""
     return model.class_prob @ model.presence
 
 
@@ -100,7 +101,7 @@ def discriminancy(model: TokenModel) -> np.ndarray:
 
 
 def saliency(model: TokenModel) -> np.ndarray:
-    """``Delta_lm = E_{q=m}[g x_l]``, computed directly from the joint distribution, shape ``(M,)``.
+    """``Delta_lm = E_{q=m}[g x_l]``, computed directly from the joint distribution, shape ``(M_C,)``.
 
     Algebraically equal to ``discriminancy(model) * cooccurrence(model)`` (the exact forms share the joint
     distribution, so comparing them checks arithmetic only); the factorisation itself is checked against
@@ -111,7 +112,7 @@ def saliency(model: TokenModel) -> np.ndarray:
 
 def sample_tokens(model: TokenModel, n_samples: int, grad_noise: float = 0.5,
                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw ``n_samples`` sequences: target ``y``, presence indicators ``x`` (N, M), gradient ``g``.
+    """Draw ``n_samples`` sequences: target ``y``, presence indicators ``x`` (n_samples, M_C), gradient ``g``.
 
     ``g = E[g | y] + grad_noise * N(0, 1)``: the per-sample gradient fluctuates around its
     class mean, as it would with a trained readout.
@@ -127,7 +128,7 @@ def sample_tokens(model: TokenModel, n_samples: int, grad_noise: float = 0.5,
 
 @dataclass(frozen=True)
 class SaliencyEstimate:
-    """Monte-Carlo estimates from ``n`` samples, each of shape ``(M,)``.
+    """Monte-Carlo estimates from ``n`` samples, each of shape ``(M_C,)``.
 
     * ``indicator``: mean of ``g x_l`` with ``x_l`` the presence indicator; estimates
       ``Delta_lm`` (and so ``E[g|l,m] P[l|m]``), with standard error ``stderr``;
@@ -153,7 +154,7 @@ def monte_carlo_saliency(model: TokenModel, n_samples: int = 200_000, grad_noise
 
 @dataclass(frozen=True)
 class FactorEstimate:
-    """Independent Monte-Carlo estimates of the two factors of the saliency, each of shape ``(M,)``.
+    """Independent Monte-Carlo estimates of the two factors of the saliency, each of shape ``(M_C,)``.
 
     ``discriminancy``: mean of ``g`` over the sampled sequences that contain ``l`` (``E[g | l, m]``);
     ``cooccurrence``: fraction of sequences that contain ``l`` (``P[l | m]``), from a second, independent
@@ -197,32 +198,33 @@ def monte_carlo_factors(model: TokenModel, n_samples: int = 200_000, grad_noise:
 class SalientWins:
     """Theorem 2 run on a token model.
 
-    ``t`` (T,) and ``gap`` = 1 - t/t* (T,); ``v`` (T, M); expected ``attention`` (T, M); its ``entropy`` (T,).
+    ``t`` (n_times,) and ``time_left`` = 1 - t/t* (n_times,), the time left before the blow-up; ``v`` (n_times, M_C);
+    expected ``attention`` (n_times, M_C); its ``entropy`` (n_times,).
     """
 
     t: np.ndarray
-    gap: np.ndarray
+    time_left: np.ndarray
     v: np.ndarray
     attention: np.ndarray
     entropy: np.ndarray
 
 
-def salient_token_dynamics(model: TokenModel, n_times: int = 200, min_gap: float = 1e-4) -> SalientWins:
+def salient_token_dynamics(model: TokenModel, n_times: int = 200, min_time_left: float = 1e-4) -> SalientWins:
     """Theorem 2 with the model's saliencies: ``v(t)`` in closed form and the resulting attention.
 
     With exp attention and zero initialisation, Theorem 1 gives logits ``z = v^2/2``, so the
     expected attention on token ``l`` is ``P[l|m] exp(v_l^2/2)``, normalised here to a
     distribution. Since everything decisive happens just before the blow-up time ``t*``,
-    the times are spaced geometrically in the remaining gap ``1 - t/t*``, from 1 down to ``min_gap``
-    (at least 1e-15: below that ``1 - gap`` rounds to 1 in float64, ``t`` reaches ``t*`` and ``v`` is infinite).
+    the times are spaced geometrically in the time left ``1 - t/t*``, from 1 down to ``min_time_left`` (at least
+    1e-15: below that ``1 - time_left`` rounds to 1 in float64, ``t`` reaches ``t*`` and ``v`` is infinite).
     """
     n_times = check_int("n_times", n_times, 2, 100_000)
-    min_gap = check_float("min_gap", min_gap, 1e-15, 1, high_open=True)
-    delta = saliency(model)
-    gap = np.geomspace(1.0, min_gap, n_times)
-    t = (1.0 - gap) * SQRT_PI_OVER_2 / np.max(np.abs(delta))
-    v = linear_closed_form(delta, t)
+    min_time_left = check_float("min_time_left", min_time_left, 1e-15, 1, high_open=True)
+    saliencies = saliency(model)
+    time_left = np.geomspace(1.0, min_time_left, n_times)
+    t = (1.0 - time_left) * SQRT_PI_OVER_2 / np.max(np.abs(saliencies))
+    v = linear_closed_form(saliencies, t)
     logits = np.log(cooccurrence(model)) + 0.5 * v * v
     b = np.exp(logits - logits.max(axis=1, keepdims=True))
     b /= b.sum(axis=1, keepdims=True)
-    return SalientWins(t, gap, v, b, np.asarray(row_entropy(b)))
+    return SalientWins(t, time_left, v, b, np.asarray(row_entropy(b)))

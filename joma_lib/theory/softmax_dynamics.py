@@ -1,5 +1,6 @@
 """The toy of the paper's Figure 4: the modified-MLP dynamics of :mod:`joma_lib.theory.dynamics` run in discrete steps
-with the *normalised* attention ``softmax(v**2 / T)`` (``T = 3``) instead of ``exp(v**2 / 2)``.
+with the *normalised* attention ``softmax(v**2 / tau_v)`` (``tau_v = 3``, the effective temperature on ``v**2``)
+instead of ``exp(v**2 / 2)``.
 
 :func:`simulate_softmax_attention` reproduces Figure 4 (the nonlinear update ``v <- v + eta (mu - v) o b`` with
 the attention ``b``, first sparse, then dense) and its linear contrast (``v <- v + eta mu o b``); :func:`fig4_mu`
@@ -46,8 +47,8 @@ def fig4_mu(seed: int = 0, n: int = FIG4_N_TOKENS) -> np.ndarray:
 
 
 #: The smallest temperature accepted by :func:`softmax_attention` and :func:`simulate_softmax_attention`: at
-#: ``T = 1e-3`` the attention is already one-hot to machine precision for logit gaps ``v^2`` above 0.04, and
-#: smaller ones only push ``v^2 / T`` towards float64 overflow (NaN attention).
+#: ``tau_v = 1e-3`` the attention is already one-hot to machine precision for logit gaps ``v^2`` above 0.04, and
+#: smaller ones only push ``v^2 / tau_v`` towards float64 overflow (NaN attention).
 MIN_TEMPERATURE = 1e-3
 #: The largest step accepted by :func:`simulate_softmax_attention`: with ``eta <= 2`` each nonlinear update
 #: ``v <- v + eta (mu - v) o b`` (attention ``0 <= b <= 1``) does not overshoot ``mu`` by more than it started from it.
@@ -55,9 +56,10 @@ MAX_ETA = 2.0
 
 
 def softmax_attention(v: object, temperature: object = 3.0) -> np.ndarray:
-    """Normalised attention ``softmax(v^2 / T)`` over the last axis (Figure 4's attention).
+    """Normalised attention ``softmax(v^2 / tau_v)`` over the last axis (Figure 4's attention).
 
-    ``temperature`` is a scalar or an array broadcastable to ``v.shape[:-1]``, at least :data:`MIN_TEMPERATURE`.
+    ``temperature`` (``tau_v``) is a scalar or an array broadcastable to ``v.shape[:-1]``, at least
+    :data:`MIN_TEMPERATURE`.
     """
     v = as_finite_array("v", v, min_ndim=1)
     temp = _check_batch_param("temperature", temperature, v.shape[:-1], low=MIN_TEMPERATURE)
@@ -108,7 +110,7 @@ class SoftmaxRun(NamedTuple):
     """Recorded states of :func:`simulate_softmax_attention`.
 
     ``steps`` (S,): iteration numbers recorded (0 = initial state); ``v`` (S, ..., n);
-    ``attention`` (S, ..., n) = softmax(v^2/T); ``entropy`` (S, ...).
+    ``attention`` (S, ..., n) = softmax(v^2/tau_v); ``entropy`` (S, ...).
     """
 
     steps: np.ndarray
@@ -122,7 +124,7 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
                                record_every: int = 1) -> SoftmaxRun:
     """The discrete dynamics of the paper's Figure 4, batched.
 
-    Each step computes the attention ``b = softmax(v^2 / T)`` and then
+    Each step computes the attention ``b = softmax(v^2 / tau_v)`` and then
 
     * ``nonlinear=True`` (Figure 4, Theorem 4's picture): ``v <- v + eta (mu - v) o b``;
     * ``nonlinear=False`` (linear contrast, Theorem 2's picture): ``v <- v + eta mu o b``,
@@ -133,7 +135,7 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
         v0: initial value, scalar or broadcastable to ``mu`` (the paper: 0.05 for all).
         eta: step size in ``(0, MAX_ETA]``, scalar or array broadcastable to the batch shape ``mu.shape[:-1]``.
         n_steps: number of updates (the paper: 5000).
-        temperature: ``T`` in ``softmax(v^2/T)`` (the paper: 3), at least ``MIN_TEMPERATURE``; scalar or
+        temperature: ``tau_v`` in ``softmax(v^2/tau_v)`` (the paper: 3), at least ``MIN_TEMPERATURE``; scalar or
             batch-broadcastable.
         nonlinear: which update (see above).
         record_every: keep every ``record_every``-th state (and always the last one), which
@@ -172,7 +174,7 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     constant_shift = nonlinear and bool(np.all(eta <= 1.0)) and bool(np.all(bound < 700.0))
     if constant_shift:
         shift[...] = bound
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, naming eta and T
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, naming eta and the temperature
         for step in range(1, n_steps + 1):
             np.multiply(v, v, out=b)
             b *= inv_t

@@ -15,10 +15,10 @@ _TITLES = {"linear": "linear (Theorem 2): v \u2190 v + \u03b7 \u0394\u2218b",
 def _check_grid(grid: dict[str, np.ndarray]) -> None:
     """Raise a clear ValueError unless ``grid`` has the arrays and shapes of
     :func:`~joma_lib.chapters.explore.figures.make_explorer_grid`."""
-    missing = {"spreads", "temperatures", "steps", "mu", "v", "entropy", "entropy_limit"} - set(grid)
+    missing = {"spreads", "tau_v", "steps", "mu", "v", "entropy", "entropy_limit"} - set(grid)
     if missing:
         raise ValueError(f"grid lacks the arrays {sorted(missing)}; build it with make_explorer_grid()")
-    shape = (len(MODES), grid["spreads"].size, grid["temperatures"].size, grid["steps"].size, grid["mu"].shape[1])
+    shape = (len(MODES), grid["spreads"].size, grid["tau_v"].size, grid["steps"].size, grid["mu"].shape[1])
     if grid["v"].shape != shape or grid["entropy"].shape != shape[:-1]:
         raise ValueError(f"grid arrays v {grid['v'].shape} / entropy {grid['entropy'].shape} do not match "
                          f"the expected {shape} / {shape[:-1]}")
@@ -26,7 +26,7 @@ def _check_grid(grid: dict[str, np.ndarray]) -> None:
 
 def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
     """The Fig. 4 explorer over :func:`~joma_lib.chapters.explore.figures.make_explorer_grid`'s data: controls mode x
-    spread x T.
+    spread x tau_v.
 
     Left panel: the components ``v_j(t)``, coloured by the rank of ``mu_j`` (yellow = most salient),
     with a button for a log axis. Right panel: the attention entropy, the uniform level ``ln d`` and,
@@ -35,7 +35,7 @@ def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
     from plotly.colors import sample_colorscale
 
     _check_grid(grid)
-    spreads, temps, steps, mu = grid["spreads"], grid["temperatures"], grid["steps"], grid["mu"]
+    spreads, temps, steps, mu = grid["spreads"], grid["tau_v"], grid["steps"], grid["mu"]
     n_s, n_t, d = spreads.size, temps.size, mu.shape[1]
     shape = (len(MODES), n_s, n_t)
     colors = sample_colorscale("Viridis", list(np.linspace(0.0, 1.0, d)))
@@ -54,14 +54,14 @@ def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
         Trace(y=np.full(shape + (2,), np.log(d)), x=ends, name=f"uniform, ln {d}", color="grey", panel=1,
               style={"line": {"dash": "dash", "width": 1}}),
     ]
-    titles = np.array([[[f"{_TITLES[m]}<br>spread of \u03bc = {s:g}, \u03c4\u1d65 = {t:g}" for t in temps]
-                        for s in spreads] for m in MODES])
+    titles = np.array([[[f"{_TITLES[m]}<br>spread of \u03bc = {spread:g}, \u03c4\u1d65 = {t:g}" for t in temps]
+                        for spread in spreads] for m in MODES])
     return Explorer(
         controls=(Control("mode", "update", MODES, kind="buttons",
                           labels=("linear (Theorem 2)", "nonlinear (Theorem 4)")),
                   Control("spread", "spread of \u03bc ([1, 4] mapped onto [1, 1 + spread])",
-                          tuple(float(s) for s in spreads)),
-                  Control("temperature", "temperature \u03c4\u1d65", tuple(float(t) for t in temps))),
+                          tuple(float(spread) for spread in spreads)),
+                  Control("tau_v", "temperature \u03c4\u1d65", tuple(float(t) for t in temps))),
         panels=(Axes("step", "components v<sub>j</sub>(t) (colour: rank of \u03bc<sub>j</sub>)"),
                 Axes("step", "attention entropy H(b(t))", y_axis={"rangemode": "tozero"})),
         traces=tuple(traces), titles=titles,
@@ -71,5 +71,5 @@ def fig4_explorer(grid: dict[str, np.ndarray]) -> Explorer:
     )
 
 
-FIG4_INITIAL = {"mode": "nonlinear", "spread": FIG4_SPREAD, "temperature": 3.0}
+FIG4_INITIAL = {"mode": "nonlinear", "spread": FIG4_SPREAD, "tau_v": 3.0}
 """The cell the Fig. 4 explorer opens on: the paper's setting."""

@@ -8,7 +8,7 @@ Fig. 4's three knobs:
   (:func:`joma_lib.theory.softmax_dynamics.saliency_profile`), so ``spread = 3`` is exactly the paper's setting
   and a small spread makes all tokens nearly equally salient; the targets themselves span about
   ``0.81 * spread`` (max - min), since the draw does not fill [1, 4];
-* the attention **temperature** ``T`` of ``b = softmax(v^2 / T)``.
+* the attention **temperature** ``tau_v`` of ``b = softmax(v^2 / tau_v)`` (the effective temperature on ``v^2``).
 """
 
 
@@ -41,19 +41,20 @@ def make_explorer_grid(spreads: Sequence[float] = DEFAULT_SPREADS,
                   temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
                   n_steps: int = 5000, eta: float = 0.02, v0: float = 0.05,
                   n_samples: int = 80, profile: str = "fig4", seed: int = 0) -> dict[str, np.ndarray]:
-    """Simulate Fig. 4's discrete dynamics on the grid ``MODES x spreads x temperatures``.
+    """Simulate Fig. 4's discrete dynamics on the grid ``MODES x spreads x temperatures`` (``temperatures``: the
+    values of ``tau_v``).
 
-    The targets (saliencies in the linear case) of spread ``s`` are
-    ``saliency_profile(profile, low=1, high=1 + s, seed=seed)``; with the default ``"fig4"``
-    profile and ``s = 3`` they are the paper's ``mu``, so grid point ``("nonlinear", 3, 3)`` is
+    The targets (saliencies in the linear case) of a spread ``spread`` are
+    ``saliency_profile(profile, low=1, high=1 + spread, seed=seed)``; with the default ``"fig4"``
+    profile and ``spread = 3`` they are the paper's ``mu``, so grid point ``("nonlinear", 3, 3)`` is
     Fig. 4. Each mode is one batched call of
-    :func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention` over all (spread, T) pairs.
+    :func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention` over all (spread, tau_v) pairs.
 
-    Returns (``S = len(spreads)``, ``T = len(temperatures)``, ``n_t`` sampled steps, ``d`` tokens):
-        ``spreads (S,)``, ``temperatures (T,)``, ``steps (n_t,)`` from :func:`sample_steps`,
-        ``mu (S, d)``; ``v (2, S, T, n_t, d)`` and ``entropy (2, S, T, n_t)`` in float32, first
-        axis in the order of :data:`MODES`; ``entropy_limit (S, T)`` = H(softmax(mu^2/T)), the
-        attention entropy at the nonlinear fixed point ``v = mu``.
+    Returns (``n_spread = len(spreads)``, ``n_tau = len(temperatures)``, ``n_t`` sampled steps, ``d`` tokens):
+        ``spreads (n_spread,)``, ``tau_v (n_tau,)``, ``steps (n_t,)`` from :func:`sample_steps`,
+        ``mu (n_spread, d)``; ``v (2, n_spread, n_tau, n_t, d)`` and ``entropy (2, n_spread, n_tau, n_t)`` in
+        float32, first axis in the order of :data:`MODES`; ``entropy_limit (n_spread, n_tau)`` =
+        H(softmax(mu^2/tau_v)), the attention entropy at the nonlinear fixed point ``v = mu``.
     """
     s_values = increasing_values("spreads", spreads, 0.0, 20.0)
     t_values = increasing_values("temperatures", temperatures, 0.0, 100.0)
@@ -62,29 +63,29 @@ def make_explorer_grid(spreads: Sequence[float] = DEFAULT_SPREADS,
         raise ValueError(f"the grid has {n_points} points (2 x spreads x temperatures); "
                          f"at most {MAX_GRID_POINTS} keep the page small")
     steps = sample_steps(n_steps, n_samples)
-    mus = np.stack([saliency_profile(profile, low=1.0, high=1.0 + s, seed=seed) for s in s_values])
+    mus = np.stack([saliency_profile(profile, low=1.0, high=1.0 + spread, seed=seed) for spread in s_values])
     mu_grid = np.broadcast_to(mus[:, None, :], (s_values.size, t_values.size, mus.shape[1]))
     t_grid = np.broadcast_to(t_values, mu_grid.shape[:-1])
     v, entropy = [], []
     for mode in MODES:
         run = simulate_softmax_attention(mu_grid, v0=v0, eta=eta, n_steps=n_steps, temperature=t_grid,
                                          nonlinear=mode == "nonlinear")
-        v.append(np.moveaxis(run.v[steps], 0, 2))  # (S, T, n_t, d)
+        v.append(np.moveaxis(run.v[steps], 0, 2))  # (n_spread, n_tau, n_t, d)
         entropy.append(np.moveaxis(run.entropy[steps], 0, 2))
     limit = row_entropy(softmax_attention(mu_grid, t_grid))
-    return {"spreads": s_values, "temperatures": t_values, "steps": steps, "mu": mus,
+    return {"spreads": s_values, "tau_v": t_values, "steps": steps, "mu": mus,
             "v": np.stack(v).astype(np.float32), "entropy": np.stack(entropy).astype(np.float32),
             "entropy_limit": np.asarray(limit)}
 
 
 def plot_grid(data: FigureData) -> Figure:
-    """Summary of the grid: how deep the nonlinear entropy dips and how far it comes back, and curves at T = 3.
+    """Summary of the grid: how deep the nonlinear entropy dips and how far it comes back, and curves at tau_v = 3.
 
     Left: ``ln d - min_t H`` with ``d`` the number of tokens (sparsification) and middle: ``H(end) - min_t H``
-    (bounce back), both for the nonlinear update over (spread of mu, T). Right: entropy curves at the temperature
+    (bounce back), both for the nonlinear update over (spread of mu, tau_v). Right: entropy curves at the temperature
     closest to 3, solid nonlinear, dashed linear, one colour per spread.
     """
-    spreads, temps, steps = data["spreads"], data["temperatures"], data["steps"]
+    spreads, temps, steps = data["spreads"], data["tau_v"], data["steps"]
     nonlinear = data["entropy"][MODES.index("nonlinear")].astype(np.float64)
     d = data["mu"].shape[1]
     dip = np.log(d) - nonlinear.min(axis=-1)
@@ -93,27 +94,27 @@ def plot_grid(data: FigureData) -> Figure:
     axes = fig.subplots(1, 3)
     for ax, values, title in [(axes[0], dip, f"nonlinear: dip  ln {d} - min H"),
                               (axes[1], bounce, "nonlinear: bounce  H(end) - min H")]:
-        heatmap(fig, ax, values.T, [f"{s:g}" for s in spreads], [f"{t:g}" for t in temps], "nats")
+        heatmap(fig, ax, values.T, [f"{spread:g}" for spread in spreads], [f"{t:g}" for t in temps], "nats")
         ax.set_xlabel(r"spread of $\mu$")
         ax.set_ylabel(r"temperature $\tau_v$")
         ax.set_title(title, fontsize=10)
     ax = axes[2]
-    k = int(np.argmin(np.abs(temps - 3.0)))
-    for i, s in enumerate(spreads):
-        ax.plot(steps, nonlinear[i, k], color=f"C{i}", lw=2 if s == FIG4_SPREAD else 1, label=f"{s:g}")
-        ax.plot(steps, data["entropy"][MODES.index("linear"), i, k], color=f"C{i}", ls="--", lw=0.8)
+    t3 = int(np.argmin(np.abs(temps - 3.0)))
+    for i, spread in enumerate(spreads):
+        ax.plot(steps, nonlinear[i, t3], color=f"C{i}", lw=2 if spread == FIG4_SPREAD else 1, label=f"{spread:g}")
+        ax.plot(steps, data["entropy"][MODES.index("linear"), i, t3], color=f"C{i}", ls="--", lw=0.8)
     ax.set_xlabel("step")
     ax.set_ylabel("attention entropy")
-    ax.set_title(rf"$\tau_v$ = {temps[k]:g}: nonlinear (solid), linear (dashed)", fontsize=10)
+    ax.set_title(rf"$\tau_v$ = {temps[t3]:g}: nonlinear (solid), linear (dashed)", fontsize=10)
     ax.legend(title=r"spread of $\mu$", fontsize=9, title_fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
 def _linear_final_entropy(data: FigureData) -> float:
     """Largest final entropy of the linear runs over the grid; infinite unless in every run the token with the
-    largest mu ends with the largest ``v`` (the one the attention ``softmax(v^2/T)`` favours)."""
+    largest mu ends with the largest ``v`` (the one the attention ``softmax(v^2/tau_v)`` favours)."""
     linear = MODES.index("linear")
-    winners = data["v"][linear, :, :, -1, :].argmax(axis=-1)  # (spread, temperature)
+    winners = data["v"][linear, :, :, -1, :].argmax(axis=-1)  # (spread, tau_v)
     if np.any(winners != data["mu"].argmax(axis=-1)[:, None]):
         return float("inf")
     return float(data["entropy"][linear, ..., -1].max())

@@ -14,37 +14,37 @@ from matplotlib.lines import Line2D
 from joma_lib.kit.registry import FigureData
 
 
-def height_colours(depth: int) -> list[Any]:
-    """One colour per height ``H = 1..depth`` (viridis, dark = near)."""
+def height_colours(tree_height: int) -> list[Any]:
+    """One colour per height ``H = 1..tree_height`` (viridis, dark = near)."""
     cmap = colormaps["viridis"]
-    return [cmap(k / max(depth - 1, 1)) for k in range(depth)]
+    return [cmap(k / max(tree_height - 1, 1)) for k in range(tree_height)]
 
 
-def _draw_tree(ax: Any, depth: int, branching: int, heights: np.ndarray, query: int) -> None:
+def _draw_tree(ax: Any, tree_height: int, branching: int, heights: np.ndarray, query: int) -> None:
     """The complete tree, leaves coloured by the height of their common ancestor with the query."""
-    n_leaves = branching**depth
+    n_leaves = branching**tree_height
     x = np.arange(n_leaves, dtype=float)
-    for h in range(1, depth + 1):
+    for h in range(1, tree_height + 1):
         parents = x.reshape(-1, branching).mean(axis=1)
         for j, px in enumerate(parents):
             for cx in x[j * branching:(j + 1) * branching]:
                 ax.plot([px, cx], [h, h - 1], color="0.6", lw=0.8, zorder=1)
-        ax.scatter(parents, np.full(parents.size, h), s=60 if h < depth else 160,
-                   color="0.85" if h < depth else "0.55", edgecolor="k", zorder=2)
+        ax.scatter(parents, np.full(parents.size, h), s=60 if h < tree_height else 160,
+                   color="0.85" if h < tree_height else "0.55", edgecolor="k", zorder=2)
         x = parents
-    ax.text(x[0], depth + 0.35, r"$y_0$ (label)", ha="center", fontsize=9)
-    colours = height_colours(depth)
+    ax.text(x[0], tree_height + 0.35, r"$y_0$ (label)", ha="center", fontsize=9)
+    colours = height_colours(tree_height)
     ax.scatter(np.arange(n_leaves), np.zeros(n_leaves), s=90, edgecolor="k", zorder=3,
                c=[colours[h - 1] if h > 0 else "k" for h in heights])
     ax.annotate("query $m$", (query, 0), (query, -0.9), ha="center", fontsize=9,
                 arrowprops={"arrowstyle": "->", "lw": 0.8})
-    ax.set_ylim(-1.2, depth + 0.7)
-    ax.set_yticks(range(depth + 1))
+    ax.set_ylim(-1.2, tree_height + 0.7)
+    ax.set_yticks(range(tree_height + 1))
     ax.set_ylabel("height")
     ax.set_xticks([])
     ax.grid(False)
     ax.legend([Line2D([], [], marker="o", ls="", color=c, markeredgecolor="k") for c in colours],
-              [f"H = {h}" for h in range(1, depth + 1)], loc="upper right", fontsize=9)
+              [f"H = {h}" for h in range(1, tree_height + 1)], loc="upper right", fontsize=9)
 
 
 def _attention_map(fig: Figure, ax: Any, values: np.ndarray, title: str) -> None:
@@ -75,11 +75,11 @@ def plot_fig5(data: FigureData) -> Figure:
     """(b) the association ``v_l / mu_l`` of the query with one token per height (dotted: 90% reached), and the
     entropy of its attention over the same time (dotted: its minimum)."""
     times, v, mu, H = data["times"], data["v"], data["mu"], data["height"]
-    depth = int(H.max())
-    colours = height_colours(depth)
+    tree_height = int(H.max())
+    colours = height_colours(tree_height)
     fig = Figure(figsize=(8.8, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2)
-    for h in range(1, depth + 1):
+    for h in range(1, tree_height + 1):
         l = int(np.flatnonzero(H == h)[0])
         left.plot(times, v[:, l] / mu[l], color=colours[h - 1],
                   label=f"H = {h}: {float(data['fraction']):.0%} at t = {data['assoc_time'][h - 1]:.2f}")

@@ -19,37 +19,37 @@ from joma_lib.theory.latent_tree import (
 from joma_lib.theory.softmax_dynamics import row_entropy
 from joma_lib.base.validation import check_int
 
-def fig5_tree(depth: int = 4, branching: int = 2) -> HBLT:
+def fig5_tree(tree_height: int = 4, branching: int = 2) -> HBLT:
     """Our tree for Paper Fig. 5 (a schematic that fixes neither ``L`` nor ``rho``): an HBLT with a binary root and
-    ``rho = 1 - 1/depth``, the tie under which our reconstruction of Theorem 5 gives the paper's ``1 - H/L``."""
-    depth = check_int("depth", depth, 2, 8)
-    return HBLT(depth=depth, branching=branching, rho=1 - 1 / depth)
+    ``rho = 1 - 1/L``, the tie under which our reconstruction of Theorem 5 gives the paper's ``1 - H/L``."""
+    tree_height = check_int("tree_height", tree_height, 2, 8)
+    return HBLT(tree_height=tree_height, branching=branching, rho=1 - 1 / tree_height)
 
 
-def make_fig5_tree(depth: int = 4, branching: int = 2, query: int = 0) -> FigureData:
+def make_fig5_tree(tree_height: int = 4, branching: int = 2, query: int = 0) -> FigureData:
     """Data of Paper Fig. 5(a): the height of the common ancestor of every pair of tokens and the co-occurrence
     ``P[l | m]`` it induces (Theorem 5)."""
-    tree = fig5_tree(depth, branching)
+    tree = fig5_tree(tree_height, branching)
     return {"cla_height": cla_height_matrix(tree), "cooccurrence": cooccurrence_matrix(tree),
             "query": np.asarray(tree.leaf_index("query", query)), "branching": np.asarray(tree.branching)}
 
 
-def make_fig5(depth: int = 4, branching: int = 2, scale: float = 4.0, query: int = 0, fraction: float = 0.9,
-              t_max: float = 2.0, n_times: int = 201) -> FigureData:
+def make_fig5(tree_height: int = 4, branching: int = 2, scale: float = 4.0, query: int = 0,
+              fraction: float = 0.9, t_max: float = 2.0, n_times: int = 201) -> FigureData:
     """Data of Paper Fig. 5(b): the association ``v_l(t) / mu_l`` of one query with every token and the entropy of
     its attention (:func:`.query.query_run` on the tree of :func:`fig5_tree`). ``assoc_time[H-1]`` is the time at
     which ``v_l`` reaches ``fraction * mu_l`` for a token whose CLA with the query is at height ``H``."""
-    run = query_run(fig5_tree(depth, branching), query, scale, fraction, t_max, n_times)
+    run = query_run(fig5_tree(tree_height, branching), query, scale, fraction, t_max, n_times)
     return {"height": run.heights, "times": run.times, "mu": run.mu, "v": run.v, "entropy": run.entropy,
             "t_sparse": np.asarray(run.times[int(np.argmin(run.entropy))]), "assoc_time": run.assoc_time,
             "fraction": np.asarray(fraction), "query": np.asarray(query)}
 
 
-def make_fig5_attention(depth: int = 4, branching: int = 2, scale: float = 4.0, query: int = 0, t_max: float = 2.0,
-                        n_times: int = 201) -> FigureData:
+def make_fig5_attention(tree_height: int = 4, branching: int = 2, scale: float = 4.0, query: int = 0,
+                        t_max: float = 2.0, n_times: int = 201) -> FigureData:
     """Where the attention goes in Paper Fig. 5(b): the attention of ``query`` per token of each height over time,
     and the attention of every query at the moment ``query``'s is sparsest and at the end."""
-    tree = fig5_tree(depth, branching)
+    tree = fig5_tree(tree_height, branching)
     query = tree.leaf_index("query", query)
     times = query_times(t_max, n_times)
     attention = np.empty((tree.n_leaves, times.size, tree.n_leaves))
@@ -58,7 +58,8 @@ def make_fig5_attention(depth: int = 4, branching: int = 2, scale: float = 4.0, 
         attention[m] = attention_from_association(mu, association_dynamics(mu, times))
     sparse = int(np.argmin(row_entropy(attention[query])))
     heights = cla_height_matrix(tree)[query]
-    per_token = np.stack([attention[query][:, heights == h].mean(axis=1) for h in range(1, tree.depth + 1)], axis=1)
+    per_token = np.stack([attention[query][:, heights == h].mean(axis=1) for h in range(1, tree.tree_height + 1)],
+                         axis=1)
     return {"times": times, "attention_per_token_by_height": per_token, "t_sparse": np.asarray(times[sparse]),
             "attention_sparse": attention[:, sparse], "attention_final": attention[:, -1],
             "query": np.asarray(query)}

@@ -56,7 +56,7 @@ def query_run(tree: HBLT, query: int = 0, scale: float = 4.0, fraction: float = 
     mu = association_targets(tree, query, scale)
     v = association_dynamics(mu, times)
     heights = cla_height_matrix(tree)[query]
-    first = [int(np.flatnonzero(heights == h)[0]) for h in range(1, tree.depth + 1)]
+    first = [int(np.flatnonzero(heights == h)[0]) for h in range(1, tree.tree_height + 1)]
     return QueryRun(heights, mu, times, v, np.asarray(row_entropy(attention_from_association(mu, v))),
                     np.array([association_time(mu[l], fraction) for l in first]))
 

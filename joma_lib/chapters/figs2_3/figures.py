@@ -29,13 +29,13 @@ def run_fig2_protocol(variant: str, seeds: Sequence[int] = (0, 1, 2), steps: int
                       ) -> tuple[BlockSpec, np.ndarray, Trajectory]:
     """The paper's Fig. 2-3 run, one replica per seed: ``M_C = 20`` (10 distinct + 10 common tokens), one
     query, ``K = 20`` classes = hidden nodes, ``d = 30`` coordinate embeddings, softmax attention at
-    temperature ``T``, linear MLP, no top layer (``logits = W^T f``), one sample per class, weights and logits
+    temperature ``tau``, linear MLP, no top layer (``logits = W^T f``), one sample per class, weights and logits
     initialised ``N(0, 1)/100``, full-batch SGD. Returns ``(spec, X (R, M_C, K), trajectory)``.
     """
     if len(seeds) < 1:
         raise ValueError("seeds must hold at least one seed")
     spec = BlockSpec(n_context=20, d=30, n_hidden=20, n_classes=20, attention="softmax", phi="identity",
-                     temperature=check_float("temperature (T)", temperature, 0, low_open=True), top_layer=False)
+                     temperature=check_float("temperature (tau)", temperature, 0, low_open=True), top_layer=False)
     X = np.stack([gaussian_or_random_bags(variant, 10, 10, 20, seed=check_int("seed", s, 0))[0] for s in seeds])
     state = init_state(spec, [s + INIT_SEED_OFFSET for s in seeds], w_scale=0.01, z_scale=0.01)
     traj = train(spec, X, np.arange(20), state, steps, lr_z=lr, lr_w=lr, record_every=record_every)
@@ -47,8 +47,8 @@ def make_fig2(variant: str = "gaussian", seeds: tuple[int, ...] = (0, 1, 2), ste
     """Data of paper Fig. 2: ``X`` of the first seed and, per seed, the normalised correlations of ``z(t)`` with
 
     * ``nc_full``: Theorem 1's softmax prediction ``z-hat(t)`` (``b-bar`` = mean attention at ``t = 0``);
-    * ``nc_sum_sq``: its sum-of-squares term ``sum_k v_k^2 / (2T)`` alone;
-    * ``nc_mean_attn``: its mean-attention term ``-b-bar sum_k ||v_k||^2 / (2T)`` alone.
+    * ``nc_sum_sq``: its sum-of-squares term ``sum_k v_k^2 / (2 tau)`` alone;
+    * ``nc_mean_attn``: its mean-attention term ``-b-bar sum_k ||v_k||^2 / (2 tau)`` alone.
 
     ``b_bar_drift`` is ``max_t ||b-bar(t) - b-bar(0)||_inf`` per seed: how far the "constant mean attention"
     assumption is from true in this run. ``z_move`` is each seed's largest move of a logit from its start
@@ -102,11 +102,11 @@ def plot_fig2(data: FigureData) -> Figure:
 def make_fig3(seed: int = 0, steps: int = 2000, lr: float = 0.1, temperature: float = 0.5,
               record_every: int = 5, components: int = 4) -> FigureData:
     """Data of paper Fig. 3 (the Gaussian run of Fig. 2): ``V = U_C^T W`` at ``t = 0`` and at the end, and the
-    first ``components`` entries of ``v_0(t)`` (hidden node / class 0) over time."""
+    first ``components`` entries of ``v_k(t)`` of hidden node (class) ``k = 0`` over time, ``v_node0``."""
     components = check_int("components", components, 1, 20)
     spec, _, traj = run_fig2_protocol("gaussian", (seed,), steps, lr, temperature, record_every)
     V = traj.V(spec.embeddings()[0])[:, 0]
-    return {"steps": traj.times, "V_init": V[0], "V_final": V[-1], "v0": V[:, :components, 0]}
+    return {"steps": traj.times, "V_init": V[0], "V_final": V[-1], "v_node0": V[:, :components, 0]}
 
 
 def plot_fig3(data: FigureData) -> Figure:
@@ -115,7 +115,7 @@ def plot_fig3(data: FigureData) -> Figure:
 
     fig = Figure(figsize=(8.8, 3.3), layout="constrained")
     axes = fig.subplots(1, 3)
-    n = data["v0"].shape[1]
+    n = data["v_node0"].shape[1]
     for ax, key, title in [(axes[0], "V_init", "$V(t)$ at initialisation"),
                            (axes[1], "V_final", f"$V(t)$ after {int(data['steps'][-1])} steps")]:
         im = ax.imshow(data[key], cmap="RdBu_r", aspect="auto",
@@ -127,7 +127,7 @@ def plot_fig3(data: FigureData) -> Figure:
         fig.colorbar(im, ax=ax)
     for i in range(n):
         axes[1].add_patch(Rectangle((-0.5, i - 0.5), 1, 1, fill=False, ec=f"C{i}", lw=2))
-        axes[2].plot(data["steps"], data["v0"][:, i], color=f"C{i}", label=f"component {i}")
+        axes[2].plot(data["steps"], data["v_node0"][:, i], color=f"C{i}", label=f"component {i}")
     axes[2].set_xlabel("number of batches (SGD steps)")
     axes[2].set_ylabel(r"$\mathbf{v}_0(t)$")
     axes[2].legend(fontsize=9)
@@ -167,24 +167,25 @@ def _fig2_claims(variant: str, label: str, threshold: float) -> tuple[Claim, ...
     )
 
 
-def _v0_lead(data: FigureData) -> float:
-    v0 = data["v0"]
-    return float(v0[-1, 0] / np.abs(v0[-1, 1:]).max())
+def _v_node0_lead(data: FigureData) -> float:
+    v_node0 = data["v_node0"]
+    return float(v_node0[-1, 0] / np.abs(v_node0[-1, 1:]).max())
 
 
 FIG3_LATE_FROM = 1500
 """Fig. 3's components are compared over the last 500 of the 2000 steps."""
 
 
-def v0_late_growth(data: FigureData) -> np.ndarray:
-    """How much each plotted component of ``v_0`` grows from step :data:`FIG3_LATE_FROM` to the end."""
-    late = data["v0"][data["steps"] >= FIG3_LATE_FROM]
+def v_node0_late_growth(data: FigureData) -> np.ndarray:
+    """How much each plotted component of ``v_node0`` (``v_k`` of hidden node ``k = 0``) grows from step
+    :data:`FIG3_LATE_FROM` to the end."""
+    late = data["v_node0"][data["steps"] >= FIG3_LATE_FROM]
     return late[-1] - late[0]
 
 
-def _v0_late_growth(data: FigureData) -> float:
+def _v_node0_late_growth(data: FigureData) -> float:
     """The other components' largest growth late in training, relative to component 0's."""
-    growth = v0_late_growth(data)
+    growth = v_node0_late_growth(data)
     return float(np.abs(growth[1:]).max() / growth[0]) if growth[0] > 0 else float("inf")
 
 
@@ -202,13 +203,13 @@ FIG3_CLAIMS = (
     Claim("fig3-salient-takes-all", "Fig. 3",
           r"Linear case: component 0 of $\mathbf v_0$ (token 0, the most frequent for class 0) ends largest of the "
           "four plotted components 0-3; ratio to the largest of components 1-3 (absolute value)",
-          _v0_lead, ">", 2.0,
+          _v_node0_lead, ">", 2.0,
           kind="paper", threshold_set="after-data",
           threshold_note="a factor of 2, committed with the claim in 4830e84 after this figure's data (a08e707); the "
                          "value is 4.6"),
     Claim("fig3-others-saturate", "Fig. 3",
           "The other components stop growing: their growth over the last 500 steps relative to component 0's",
-          _v0_late_growth, "<=", 0.05,
+          _v_node0_late_growth, "<=", 0.05,
           kind="paper", threshold_set="after-data",
           threshold_note="the 5 % bar and its data first appear together in a08e707; the value is 0.4 %"),
 )

@@ -26,11 +26,11 @@ def make_theorem1_grid(attentions: Sequence[str] = ATTENTIONS,
                        temperatures: Sequence[float] = THEOREM1_TEMPERATURES, phi: str = "identity",
                        steps: int = 400, record_every: int = 8, seed: int = 0) -> FigureData:
     """Theorem 1 on the toy block (:func:`joma_lib.theory.invariants.toy_check`, ``lr_z = lr_w = 0.1``) over
-    attention kind x Dirichlet concentration of the bags x attention temperature ``T``. The runs use the numpy
+    attention kind x Dirichlet concentration of the bags x attention temperature ``tau``. The runs use the numpy
     engine (hand-written gradients: torch autograd's runs to ~1e-14, in a tenth of the time).
 
-    Returns ``residual`` and ``nc`` (A, C, T, n) at ``steps`` (n,): the relative invariant residual and
-    NC(z-hat, z) between the logits and Theorem 1's prediction.
+    Returns ``residual`` and ``nc`` (attentions, concentrations, temperatures, n) at ``steps`` (n,): the relative
+    invariant residual and NC(z-hat, z) between the logits and Theorem 1's prediction.
     """
     attentions = tuple(check_choice("attentions[i]", a, ATTENTIONS) for a in attentions)
     if not attentions:

@@ -20,22 +20,22 @@ COOCCURRENCE_SAMPLES = 20_000
 """Sequences sampled per tree for the Monte Carlo column of ``c-cooccurrence`` (its caption says how many)."""
 
 
-def make_cooccurrence(depths: tuple[int, ...] = (4, 6, 8, 10), branching: int = 2,
+def make_cooccurrence(tree_heights: tuple[int, ...] = (4, 6, 8, 10), branching: int = 2,
                       n_samples: int = COOCCURRENCE_SAMPLES, seed: int = 0) -> FigureData:
     """``P[l | m]`` against the CLA height ``H`` for trees of several heights ``L`` (``rho = 1 - 1/L``).
 
-    Rows are the depths, columns ``H = 1..max(depths)`` (NaN past ``L``): exact (message
+    Rows are the tree heights, columns ``H = 1..max(tree_heights)`` (NaN past ``L``): exact (message
     passing), Monte Carlo with its standard error (``n_samples`` sequences, pair ``m = 0``,
     ``l = B^(H-1)``), the paper's ``1 - H/L`` and the bound of its error.
     """
-    depths = tuple(check_int("depth", L, 2, 10) for L in depths)
-    if not depths:
-        raise ValueError("depths must name at least one tree height")
+    tree_heights = tuple(check_int("tree_height", L, 2, 10) for L in tree_heights)
+    if not tree_heights:
+        raise ValueError("tree_heights must name at least one tree height")
     n_samples = check_int("n_samples", n_samples, 100, 10**6)
-    width = max(depths)
-    exact, mc, stderr, approx, bound = (np.full((len(depths), width), np.nan) for _ in range(5))
-    for i, L in enumerate(depths):
-        tree = HBLT(depth=L, branching=branching, rho=1 - 1 / L)
+    width = max(tree_heights)
+    exact, mc, stderr, approx, bound = (np.full((len(tree_heights), width), np.nan) for _ in range(5))
+    for i, L in enumerate(tree_heights):
+        tree = HBLT(tree_height=L, branching=branching, rho=1 - 1 / L)
         leaves = sample_hblt(tree, n_samples, seed=seed + i).leaves
         for H in range(1, L + 1):
             l = branching ** (H - 1)
@@ -43,7 +43,7 @@ def make_cooccurrence(depths: tuple[int, ...] = (4, 6, 8, 10), branching: int = 
             mc[i, H - 1], stderr[i, H - 1] = cooccurrence_monte_carlo(leaves, l, 0)
         approx[i, :L] = cooccurrence_approx(np.arange(1, L + 1), L)
         bound[i, :L] = approximation_error_bound(np.arange(1, L + 1), L)
-    return {"depths": np.asarray(depths), "H": np.arange(1, width + 1), "exact": exact, "monte_carlo": mc,
+    return {"tree_heights": np.asarray(tree_heights), "H": np.arange(1, width + 1), "exact": exact, "monte_carlo": mc,
             "stderr": stderr, "approx": approx, "error_bound": bound}
 
 
@@ -52,7 +52,7 @@ def plot_cooccurrence(data: FigureData) -> Figure:
     fig = Figure(figsize=(8.8, 3.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     H = data["H"]
-    for i, L in enumerate(data["depths"]):
+    for i, L in enumerate(data["tree_heights"]):
         x = H[:L] / L
         line, = left.plot(x, data["exact"][i, :L], "-", label=f"exact, L = {L}")
         left.errorbar(x, data["monte_carlo"][i, :L], yerr=3 * data["stderr"][i, :L], fmt="o", ms=3,
@@ -75,13 +75,13 @@ def plot_cooccurrence(data: FigureData) -> Figure:
 
 
 def _cooccurrence_rows(data: FigureData) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
-    """(depth L, heights H, exact, Monte Carlo z scores) per tree depth, over the heights that exist (``H <= L``: read
+    """(tree height L, heights H, exact, Monte Carlo z scores) per tree, over the heights that exist (``H <= L``: read
     from the heights, not from the data under test, so that a NaN where a value should be is not skipped)."""
     rows = []
-    for i, depth in enumerate(data["depths"]):
-        ok = data["H"] <= depth
+    for i, L in enumerate(data["tree_heights"]):
+        ok = data["H"] <= L
         z = (data["monte_carlo"][i, ok] - data["exact"][i, ok]) / data["stderr"][i, ok]
-        rows.append((int(depth), data["H"][ok], data["exact"][i, ok], z))
+        rows.append((int(L), data["H"][ok], data["exact"][i, ok], z))
     return rows
 
 
@@ -91,14 +91,14 @@ def _worst(values: list[float]) -> float:
 
 
 def _closed_form_gap(data: FigureData) -> float:
-    return _worst([float(np.abs(exact - 0.5 * (1 + (1 - 1 / depth) ** (2 * heights))).max())
-                   for depth, heights, exact, _ in _cooccurrence_rows(data)])
+    return _worst([float(np.abs(exact - 0.5 * (1 + (1 - 1 / L) ** (2 * heights))).max())
+                   for L, heights, exact, _ in _cooccurrence_rows(data)])
 
 
 def _approx_excess(data: FigureData) -> float:
     """Largest amount by which the size of the error of 1 - H/L exceeds its bound H(2H-1)/2L^2, over the heights that
     exist (``H <= L``)."""
-    ok = data["H"][None, :] <= data["depths"][:, None]
+    ok = data["H"][None, :] <= data["tree_heights"][:, None]
     return float(np.max((np.abs(data["exact"] - data["approx"]) - data["error_bound"])[ok]))
 
 

@@ -23,10 +23,10 @@ from joma_lib.kit.widget import LiveWidget, Values
 CHANNELS = {"symmetric: P[child = parent] = (1 + rho)/2": None, "inheritance: off parent -> off child": 0.0}
 
 
-def cooccurrence_curve(depth: int, rho: float, off_rate: float | None) -> np.ndarray:
-    """Exact ``P[l | m]`` for ``H = 1..depth`` in a binary tree with a binary root."""
-    tree = HBLT(depth=depth, rho=rho, off_rate=off_rate)
-    return np.array([cooccurrence_exact(tree, 2 ** (H - 1), 0) for H in range(1, depth + 1)])
+def cooccurrence_curve(tree_height: int, rho: float, off_rate: float | None) -> np.ndarray:
+    """Exact ``P[l | m]`` for ``H = 1..tree_height`` in a binary tree with a binary root."""
+    tree = HBLT(tree_height=tree_height, rho=rho, off_rate=off_rate)
+    return np.array([cooccurrence_exact(tree, 2 ** (H - 1), 0) for H in range(1, tree_height + 1)])
 
 
 class CooccurrenceView(NamedTuple):
@@ -38,18 +38,19 @@ class CooccurrenceView(NamedTuple):
     height: int
 
 
-def cooccurrence_view(depth: int = 8, tie_rho: bool = True, rho: float = 0.875, channel: str = next(iter(CHANNELS)),
-                      height: int = 2) -> CooccurrenceView:
+def cooccurrence_view(tree_height: int = 8, tie_rho: bool = True, rho: float = 0.875,
+                      channel: str = next(iter(CHANNELS)), height: int = 2) -> CooccurrenceView:
     """The widget's computation: the exact co-occurrence for every height and ``1 - H/L`` (Theorem 5).
 
     ``tie_rho`` uses ``rho = 1 - 1/L``; ValueError (naming the parameter) for a value it cannot honour.
     """
-    depth = check_int("depth (L)", depth, 2)
-    height = check_int("height (H)", height, 1, depth)
+    tree_height = check_int("tree_height (L)", tree_height, 2)
+    height = check_int("height (H)", height, 1, tree_height)
     off_rate = CHANNELS[check_choice("channel", channel, CHANNELS)]
-    rho = 1 - 1 / depth if tie_rho else rho
-    H = np.arange(1, depth + 1)
-    return CooccurrenceView(H, cooccurrence_curve(depth, rho, off_rate), cooccurrence_approx(H, depth), height)
+    rho = 1 - 1 / tree_height if tie_rho else rho
+    H = np.arange(1, tree_height + 1)
+    return CooccurrenceView(H, cooccurrence_curve(tree_height, rho, off_rate), cooccurrence_approx(H, tree_height),
+                            height)
 
 
 def cooccurrence_summary(view: CooccurrenceView, values: Values) -> str:
@@ -82,11 +83,11 @@ class CooccurrenceDrawing:
 class CooccurrenceWidget(LiveWidget):
     """The Theorem 5 widget: its controls -> :func:`cooccurrence_view` -> :class:`CooccurrenceDrawing`."""
 
-    def __init__(self, depth: int = 8, rho: float = 0.875, tie_rho: bool = True, height: int = 2) -> None:
+    def __init__(self, tree_height: int = 8, rho: float = 0.875, tie_rho: bool = True, height: int = 2) -> None:
         style = {"description_width": "10em"}
         slider = {"continuous_update": False, "style": style, "layout": widgets.Layout(width="26em")}
         controls = {
-            "depth": widgets.IntSlider(min=2, max=20, description="tree height L", **slider),
+            "tree_height": widgets.IntSlider(min=2, max=20, description="tree height L", **slider),
             "tie_rho": widgets.Checkbox(description="rho = 1 - 1/L", style=style),
             "rho": widgets.FloatSlider(min=0.05, max=1.0, step=0.005, description="polarity rho",
                                        readout_format=".3f", **slider),
@@ -94,18 +95,19 @@ class CooccurrenceWidget(LiveWidget):
                                         layout=widgets.Layout(width="26em")),
             "height": widgets.IntSlider(min=1, max=20, description="highlight H", **slider),
         }
-        if isinstance(depth, int) and isinstance(height, int) and 2 <= depth < height <= 20:  # its max follows L
-            raise ValueError(f"height must be an integer in [1, depth={depth}], got {height!r}")
+        # the highlight's max follows L
+        if isinstance(tree_height, int) and isinstance(height, int) and 2 <= tree_height < height <= 20:
+            raise ValueError(f"height must be an integer in [1, tree_height={tree_height}], got {height!r}")
         super().__init__(controls, cooccurrence_view, CooccurrenceDrawing(), summary=cooccurrence_summary,
-                         initial={"depth": depth, "tie_rho": tie_rho, "rho": rho, "height": height})
+                         initial={"tree_height": tree_height, "tie_rho": tie_rho, "rho": rho, "height": height})
 
     def link(self) -> None:
         """The highlighted height stays within the tree; a tied ``rho`` follows ``L`` (and is greyed out)."""
         c = self.controls
-        c["height"].max = c["depth"].value
+        c["height"].max = c["tree_height"].value
         c["rho"].disabled = c["tie_rho"].value
         if c["tie_rho"].value:
-            c["rho"].value = 1 - 1 / c["depth"].value
+            c["rho"].value = 1 - 1 / c["tree_height"].value
 
 
 def cooccurrence_widget(**kwargs: Any) -> widgets.Widget:

@@ -22,19 +22,20 @@ from joma_lib.theory.latent_tree import (
 from joma_lib.base.validation import check_float, check_int
 
 
-def make_summary(n_steps: int = 5000, record_every: int = 10, depth: int = 4, scale: float = 4.0,
+def make_summary(n_steps: int = 5000, record_every: int = 10, tree_height: int = 4, scale: float = 4.0,
                  t_max: float = 2.0, n_times: int = 201) -> FigureData:
     """Data of the three panels.
 
     ``steps`` and ``entropy_linear``/``entropy_nonlinear``: attention entropy of the Fig. 4 loop
     (``softmax(v^2/3)``, targets ``fig4_mu()``) without and with the pull ``-v``
-    (:func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention`); ``times``, ``association`` (n_times, depth):
-    ``v_l/mu_l`` of one token at each common-ancestor height ``H = 1..depth`` with the query, and ``assoc_time``
-    (depth,) the time at which it reaches 90 % (Fig. 5's tree: binary, ``rho = 1 - 1/depth``, ``mu_l = scale P[l|m]``).
+    (:func:`~joma_lib.theory.softmax_dynamics.simulate_softmax_attention`); ``times``, ``association``
+    (n_times, L): ``v_l/mu_l`` of one token at each common-ancestor height ``H = 1..L`` with the query, and
+    ``assoc_time`` (L,) the time at which it reaches 90 % (Fig. 5's tree of height ``L = tree_height``: binary,
+    ``rho = 1 - 1/L``, ``mu_l = scale P[l|m]``).
     """
     n_steps = check_int("n_steps", n_steps, 10, 100_000)
     record_every = check_int("record_every", record_every, 1, n_steps)
-    depth = check_int("depth", depth, 2, 8)
+    tree_height = check_int("tree_height", tree_height, 2, 8)
     scale = check_float("scale", scale, 0.0, 10.0, low_open=True)
     times = np.linspace(0.0, check_float("t_max", t_max, 0.0, 1e3, low_open=True),
                         check_int("n_times", n_times, 10, 10_000))
@@ -44,11 +45,11 @@ def make_summary(n_steps: int = 5000, record_every: int = 10, depth: int = 4, sc
         run = simulate_softmax_attention(mu4, n_steps=n_steps, nonlinear=nonlinear, record_every=record_every)
         out["steps"] = run.steps
         out[f"entropy_{name}"] = run.entropy
-    tree = HBLT(depth=depth, branching=2, rho=1 - 1 / depth)
+    tree = HBLT(tree_height=tree_height, branching=2, rho=1 - 1 / tree_height)
     mu = association_targets(tree, 0, scale)
     v = association_dynamics(mu, times)
     heights = cla_height_matrix(tree)[0]
-    first = [int(np.flatnonzero(heights == h)[0]) for h in range(1, depth + 1)]
+    first = [int(np.flatnonzero(heights == h)[0]) for h in range(1, tree_height + 1)]
     out["times"] = times
     out["association"] = np.stack([v[:, l] / mu[l] for l in first], axis=1)
     out["assoc_time"] = np.array([association_time(mu[l], 0.9) for l in first])
@@ -68,9 +69,9 @@ def plot_summary(data: FigureData) -> Figure:
         ax.set_title(title, fontsize=9)
     lin.set_ylabel("attention entropy (nats)")
     lin.legend(fontsize=9, loc="upper right")
-    depth = data["association"].shape[1]
-    colours = [f"C{h}" for h in range(depth)]
-    for h in range(depth):
+    tree_height = data["association"].shape[1]
+    colours = [f"C{h}" for h in range(tree_height)]
+    for h in range(tree_height):
         tree.plot(data["times"], data["association"][:, h], color=colours[h],
                   label=f"H = {h + 1}")
         tree.axvline(data["assoc_time"][h], color=colours[h], ls=":", lw=0.8)

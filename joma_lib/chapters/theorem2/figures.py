@@ -18,10 +18,10 @@ from joma_lib.theory.saliency import (
 )
 from joma_lib.base.validation import as_finite_array, check_int
 
-THEOREM2_DELTA = (1.0, 0.7, 0.4, -0.3, 0.05)
+THEOREM2_SALIENCY = (1.0, 0.7, 0.4, -0.3, 0.05)
 
 
-def make_closed_form(delta: tuple[float, ...] = THEOREM2_DELTA, n_times: int = 60) -> FigureData:
+def make_closed_form(saliency: tuple[float, ...] = THEOREM2_SALIENCY, n_times: int = 60) -> FigureData:
     """Theorem 2's closed form against numerical integration of ``dv/dt = Delta o exp(v^2/2)``.
 
     ``limits`` holds ``v_l(t*)``, NaN for the most salient component (it diverges).
@@ -29,23 +29,23 @@ def make_closed_form(delta: tuple[float, ...] = THEOREM2_DELTA, n_times: int = 6
     up to ``0.999``. ``ratio_sqrt2 = erf(v/sqrt 2)/Delta`` (the conserved form) and
     ``ratio_half = erf(v/2)/Delta`` (the slides' printed form) are evaluated on the ODE solution.
     """
-    delta_arr = as_finite_array("delta", delta, min_ndim=1)
+    saliency_arr = as_finite_array("saliency", saliency, min_ndim=1)
     n_times = check_int("n_times", n_times, 4, 10_000)
-    t_star = blowup_time(delta_arr)
+    t_star = blowup_time(saliency_arr)
     frac = np.concatenate([np.linspace(0.0, 0.9, n_times - n_times // 3, endpoint=False),
                            1.0 - np.geomspace(0.1, 1e-3, n_times // 3)])
     t = frac * t_star
-    v_ode = integrate_linear(delta_arr, t)
-    limits = linear_limits(delta_arr)
+    v_ode = integrate_linear(saliency_arr, t)
+    limits = linear_limits(saliency_arr)
     return {
-        "delta": delta_arr,
+        "saliency": saliency_arr,
         "t_star": np.asarray(t_star),
         "t": t,
-        "v_closed": linear_closed_form(delta_arr, t),
+        "v_closed": linear_closed_form(saliency_arr, t),
         "v_ode": v_ode,
         "limits": np.where(np.isinf(limits), np.nan, limits),  # NaN marks the component that blows up
-        "ratio_sqrt2": erf_ratio(v_ode, delta_arr, SQRT2),
-        "ratio_half": erf_ratio(v_ode, delta_arr, 2.0),
+        "ratio_sqrt2": erf_ratio(v_ode, saliency_arr, SQRT2),
+        "ratio_half": erf_ratio(v_ode, saliency_arr, 2.0),
     }
 
 
@@ -54,10 +54,10 @@ def plot_closed_form(data: FigureData) -> Figure:
     fig = Figure(figsize=(8.8, 3.4), layout="constrained")
     axes = fig.subplots(1, 3)
     x = data["t"] / data["t_star"]
-    colors = [f"C{i}" for i in range(data["delta"].size)]
+    colors = [f"C{i}" for i in range(data["saliency"].size)]
     ax = axes[0]
     for j, c in enumerate(colors):
-        lab = rf"$\Delta_{j}$ = {data['delta'][j]:g}"
+        lab = rf"$\Delta_{j}$ = {data['saliency'][j]:g}"
         ax.plot(x, data["v_closed"][:, j], color=c, label=lab)
         ax.plot(x[::3], data["v_ode"][::3, j], "o", color=c, ms=3, mfc="none")
         if np.isfinite(data["limits"][j]):
@@ -95,7 +95,7 @@ def make_saliency(n_samples: int = 200_000, grad_noise: float = 0.5, seed: int =
         "mc_discriminancy": factors.discriminancy,
         "mc_cooccurrence": factors.cooccurrence,
         "mc_factorisation_z": factors.factorisation_z(mc),
-        "gap": run.gap,
+        "time_left": run.time_left,
         "v": run.v,
         "attention": run.attention,
         "entropy": run.entropy,
@@ -103,7 +103,7 @@ def make_saliency(n_samples: int = 200_000, grad_noise: float = 0.5, seed: int =
 
 
 def _time_to_blowup_axis(ax) -> None:
-    """x axis = remaining time ``1 - t/t*`` on a log scale, running towards the blow-up."""
+    """x axis = the time left ``1 - t/t*`` on a log scale, running towards the blow-up."""
     ax.set_xscale("log")
     ax.invert_xaxis()
     ax.set_xlabel(r"time left before blow-up, $1 - t/t^*$")
@@ -129,18 +129,18 @@ def plot_saliency(data: FigureData) -> Figure:
     ax.set_ylim(top=1.6)
     ax.legend(fontsize=9, loc="upper center", ncol=3)
     ax.set_title("saliency = discriminancy x co-occurrence", fontsize=9)
-    gap = data["gap"]
+    time_left = data["time_left"]
     ax = axes[1]
     for j, n in enumerate(names):
-        ax.plot(gap, data["v"][:, j], label=n, color=f"C{j}")
+        ax.plot(time_left, data["v"][:, j], label=n, color=f"C{j}")
     _time_to_blowup_axis(ax)
     ax.set_ylabel(r"$v_l(t)$ (closed form)")
     ax.set_title("most salient token grows without bound", fontsize=9)
     ax.legend(fontsize=9, ncol=2)
     ax = axes[2]
     top = int(np.argmax(np.abs(data["saliency"])))
-    ax.plot(gap, data["entropy"], "k", label="attention entropy (nats)")
-    ax.plot(gap, data["attention"][:, top], "C0--", label=f"attention on '{names[top]}'")
+    ax.plot(time_left, data["entropy"], "k", label="attention entropy (nats)")
+    ax.plot(time_left, data["attention"][:, top], "C0--", label=f"attention on '{names[top]}'")
     _time_to_blowup_axis(ax)
     ax.set_title(r"attention $\propto P[l\mid m]\,e^{v_l^2/2}$ becomes sparse", fontsize=9)
     ax.legend(fontsize=9)
@@ -163,8 +163,8 @@ sqrt2 erfinv(0.999) = 3.29, while the other tokens' finite limits here are at mo
 def _finite_limits_gap(data: FigureData) -> float:
     """Largest gap at 0.999 t* between the other tokens' ``v`` and their limits; infinite unless the most salient
     token (largest ``|Delta|``) is past :data:`DIVERGED`."""
-    top = int(np.argmax(np.abs(data["delta"])))
-    others = np.arange(data["delta"].size) != top
+    top = int(np.argmax(np.abs(data["saliency"])))
+    others = np.arange(data["saliency"].size) != top
     if not data["v_closed"][-1, top] > DIVERGED:
         return float("inf")
     return float(np.abs(data["v_closed"][-1, others] - data["limits"][others]).max())

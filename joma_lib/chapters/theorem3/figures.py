@@ -27,7 +27,7 @@ def make_relu(n_states: int = 4, n_samples: int = 200_000, n_starts: int = 12, t
               n_times: int = 61, bias: float = -0.5, seed: int = 0) -> FigureData:
     """Theorem 3 (reconstructed): ReLU closed form vs Monte Carlo, and trajectories on the unit sphere.
 
-    ``closed``/``mc``/``mc_stderr`` (n_states, d): expected update at random states ``(v, b)``;
+    ``closed``/``mc``/``mc_stderr`` (n_states, d): expected update at random states ``(v, beta)``;
     ``traj_relu``/``traj_linear`` (T, n_starts, d): normalised gradient flow from random
     non-negative starts; ``cos_relu``/``cos_linear`` (T, n_starts): cosine with the nearest
     cluster centre; ``centres`` (C, d).
@@ -39,9 +39,9 @@ def make_relu(n_states: int = 4, n_samples: int = 200_000, n_starts: int = 12, t
     rng = np.random.default_rng(check_int("seed", seed, 0))
     states = rng.standard_normal((n_states, d))
     biases = rng.uniform(-0.5, 0.3, n_states)
-    closed = np.stack([expected_relu_update(v, b, mixture)[0] for v, b in zip(states, biases)])
-    mcs = [monte_carlo_relu_update(v, b, mixture, n_samples, seed + 1 + i) for i, (v, b) in enumerate(zip(states,
-                                                                                                           biases))]
+    closed = np.stack([expected_relu_update(v, beta, mixture)[0] for v, beta in zip(states, biases)])
+    mcs = [monte_carlo_relu_update(v, beta, mixture, n_samples, seed + 1 + i)
+           for i, (v, beta) in enumerate(zip(states, biases))]
     t = np.linspace(0.0, t_max, n_times)
     starts = np.abs(rng.standard_normal((n_starts, d)))
     traj = {act: sphere_trajectories(mixture, starts, t, bias=bias, activation=act) for act in ("relu", "linear")}
@@ -106,25 +106,26 @@ def portrait_starts(n_starts: int) -> np.ndarray:
     return 1.2 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
 
 
-def make_portrait(sigma: float = 0.2, bias: float = -0.6, weight_decay: float = 0.5, n_grid: int = 21,
+def make_portrait(nu: float = 0.2, bias: float = -0.6, weight_decay: float = 0.5, n_grid: int = 21,
                   n_starts: int = 9, t_max: float = 80.0, n_times: int = 161) -> FigureData:
     """Theorem 3 core update in 2-D: a ReLU and a linear node, two clusters, weight decay (phase portrait).
 
-    ``x``/``y`` (n_grid,): the grid of states ``v``; ``field_relu``/``field_linear`` (n_grid, n_grid, 2): the
-    update ``F(v) - lambda v`` (:func:`~joma_lib.theory.nonlinear.decayed_update`) there; ``traj_relu``/``traj_linear``
-    (T, n_starts, 2): trajectories from starts on the arc of radius 1.2 in the positive quadrant; ``final_relu``,
-    ``final_linear`` (n_starts, 2) their end points; ``final_speed`` the largest ``|dv/dt|`` at the end points
+    ``v1_axis``/``v2_axis`` (n_grid,): the values of ``v_1`` and ``v_2`` on the grid of states ``v``;
+    ``field_relu``/``field_linear`` (n_grid, n_grid, 2): the update ``F(v) - lambda v``
+    (:func:`~joma_lib.theory.nonlinear.decayed_update`) there; ``traj_relu``/``traj_linear`` (T, n_starts, 2):
+    trajectories from starts on the arc of radius 1.2 in the positive quadrant; ``final_relu``, ``final_linear``
+    (n_starts, 2) their end points; ``final_speed`` the largest ``|dv/dt|`` at the end points
     (ReLU); ``cos_relu`` the cosine of each ReLU end point with its nearest centre; ``centres`` (2, 2).
     ``mixed_rest`` (2,): where the ReLU node started on the diagonal rests (the symmetric, mixed resting point);
     ``mixed_eigenvalues`` (2,): the real parts of the eigenvalues of the update's Jacobian there, smallest first;
     ``arc_angles`` (n_arc,): start angles in degrees on the same arc, ``arc_mixed`` (n_arc,): 1 where the ReLU
     node started there rests at the mixed point (cosine with the nearest centre <= 0.99), else 0: its basin.
     """
-    mixture = two_cluster_mixture(sigma)
+    mixture = two_cluster_mixture(nu)
     axis, grid = portrait_grid(1.4, check_int("n_grid", n_grid, 3, 200))
     starts = portrait_starts(check_int("n_starts", n_starts, 2, 200))
     t = np.linspace(0.0, check_float("t_max", t_max, 0, low_open=True), check_int("n_times", n_times, 2))
-    out: FigureData = {"x": axis, "y": axis, "t": t, "centres": mixture.centres, "starts": starts}
+    out: FigureData = {"v1_axis": axis, "v2_axis": axis, "t": t, "centres": mixture.centres, "starts": starts}
     for act in ("relu", "linear"):
         out[f"field_{act}"] = decayed_update(grid, bias, mixture, weight_decay, act)
         traj = decayed_trajectories(mixture, starts, t, bias, weight_decay, act)
@@ -151,7 +152,8 @@ def plot_portrait(data: FigureData) -> Figure:
     titles = {"relu": "ReLU node + weight decay", "linear": "linear node + weight decay"}
     for ax, act in zip(axes, ("relu", "linear")):
         field = data[f"field_{act}"]
-        ax.streamplot(data["x"], data["y"], field[..., 0], field[..., 1], color="0.75", density=0.9, linewidth=0.7)
+        ax.streamplot(data["v1_axis"], data["v2_axis"], field[..., 0], field[..., 1], color="0.75", density=0.9,
+                      linewidth=0.7)
         traj = data[f"traj_{act}"]
         for r in range(traj.shape[1]):
             ax.plot(traj[:, r, 0], traj[:, r, 1], "C3" if act == "relu" else "C0", lw=1)

@@ -21,7 +21,7 @@ from joma_lib.chapters.theorem3.figures import portrait_grid, portrait_starts
 from joma_lib.kit.widget import LiveWidget, Values
 from joma_lib.theory.nonlinear import decayed_trajectories, decayed_update, nearest_centre, two_cluster_mixture
 
-RANGES = {"bias": (-1.2, 0.4), "weight_decay": (0.1, 1.5), "sigma": (0.05, 0.5), "t_max": (10.0, 200.0)}
+RANGES = {"bias": (-1.2, 0.4), "weight_decay": (0.1, 1.5), "nu": (0.05, 0.5), "t_max": (10.0, 200.0)}
 """What the widget honours. ``weight_decay * t_max <= 300`` keeps a dying node's ``||v||^2`` above underflow."""
 STARTS = (2, 15)  # the range of the number of starts
 DEAD_NORM = 1e-3  # an end point this close to 0: the node has died
@@ -56,7 +56,7 @@ def rest_kind(end: np.ndarray, speed: float, weight_decay: float, cosine: float,
     return f"centre {centre + 1}" if cosine > CENTRE_COS else "mixed"
 
 
-def resting_points(bias: float = -0.6, weight_decay: float = 0.5, sigma: float = 0.2, n_starts: int = 9,
+def resting_points(bias: float = -0.6, weight_decay: float = 0.5, nu: float = 0.2, n_starts: int = 9,
                    t_max: float = 80.0, n_grid: int = 21) -> RestingPoints:
     """The page's 2-D update ``dv/dt = F(v) - lambda v`` from ``n_starts`` starts of ``c-thm3-portrait``'s arc.
 
@@ -65,11 +65,11 @@ def resting_points(bias: float = -0.6, weight_decay: float = 0.5, sigma: float =
     """
     bias = check_float("bias", bias, *RANGES["bias"])
     weight_decay = check_float("weight_decay", weight_decay, *RANGES["weight_decay"])
-    sigma = check_float("sigma", sigma, *RANGES["sigma"])
+    nu = check_float("nu", nu, *RANGES["nu"])
     n_starts = check_int("n_starts", n_starts, *STARTS)
     t_max = check_float("t_max", t_max, *RANGES["t_max"])
     n_grid = check_int("n_grid", n_grid, 3, 100)
-    mixture = two_cluster_mixture(sigma)
+    mixture = two_cluster_mixture(nu)
     starts = portrait_starts(n_starts)
     traj = decayed_trajectories(mixture, starts, np.linspace(0.0, t_max, 161), bias, weight_decay)
     axis, grid = portrait_grid(max(1.4, 1.1 * float(traj.max())), n_grid)
@@ -115,7 +115,7 @@ class RestingPointDrawing:
         ax.set_xlabel("$v_1$ (token 1)")
         ax.set_ylabel("$v_2$ (token 2)")
         ax.set_title(rf"ReLU node, $\beta$ = {values['bias']:g}, $\lambda$ = {values['weight_decay']:g}, "
-                     rf"$\nu$ = {values['sigma']:g}", fontsize=10)
+                     rf"$\nu$ = {values['nu']:g}", fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1))  # below the data, in one column
         return self.figure
 
@@ -123,18 +123,18 @@ class RestingPointDrawing:
 class RestingPointWidget(LiveWidget):
     """The Theorem 3 widget: its controls -> :func:`resting_points` -> :class:`RestingPointDrawing`."""
 
-    def __init__(self, bias: float = -0.6, weight_decay: float = 0.5, sigma: float = 0.2, n_starts: int = 9,
+    def __init__(self, bias: float = -0.6, weight_decay: float = 0.5, nu: float = 0.2, n_starts: int = 9,
                  t_max: float = 80.0) -> None:
         style = {"description_width": "9em"}
         slider = {"continuous_update": False, "style": style, "layout": widgets.Layout(width="24em")}
-        labels = {"bias": "bias \u03b2", "weight_decay": "weight decay \u03bb", "sigma": "cluster spread \u03bd",
+        labels = {"bias": "bias \u03b2", "weight_decay": "weight decay \u03bb", "nu": "cluster spread \u03bd",
                   "t_max": "time t"}
         controls: dict[str, widgets.ValueWidget] = {
             name: widgets.FloatSlider(min=low, max=high, step=10.0 if name == "t_max" else 0.01,
                                       description=labels[name], **slider) for name, (low, high) in RANGES.items()}
         controls["n_starts"] = widgets.IntSlider(min=STARTS[0], max=STARTS[1], description="starts", **slider)
         super().__init__(controls, resting_points, RestingPointDrawing(), summary=resting_summary, dpi=90,
-                         initial={"bias": bias, "weight_decay": weight_decay, "sigma": sigma, "n_starts": n_starts,
+                         initial={"bias": bias, "weight_decay": weight_decay, "nu": nu, "n_starts": n_starts,
                                   "t_max": t_max})
 
 

@@ -31,10 +31,11 @@ def entropy_run(mu: object, temperature: float = 3.0) -> EntropyRun:
     return EntropyRun(*entropy_drop_and_rise(run.entropy), float(run.entropy.min()), float(run.entropy[-1]), limit)
 
 
-def convergence_offsets(targets: object, t: float = 200.0) -> np.ndarray:
-    """``t^0_j = t - omega_j(t) exp(-mu_j^2 / 2)`` from ``v(0) = 0``: the time each component loses before it
-    converges at its full rate (exercise "The offset behind the ratio"); ``t`` must be long enough for it to settle."""
-    mu = as_finite_array("targets", targets, min_ndim=1)
+def convergence_offsets(mu: object, t: float = 200.0) -> np.ndarray:
+    """``t^0_j = t - omega_j(t) exp(-mu_j^2 / 2)`` from ``v(0) = 0`` for the targets ``mu``: the time each component
+    loses before it converges at its full rate (exercise "The offset behind the ratio"); ``t`` must be long enough for
+    it to settle."""
+    mu = as_finite_array("mu", mu, min_ndim=1)
     t = check_float("t", t, 0.0, low_open=True)
     return t - integrate_nonlinear(mu, [t]).omega[0] / np.exp(mu**2 / 2)
 

@@ -21,11 +21,11 @@ THEOREM4_MU = (2.0, 1.5, 1.0)
 # --------------------------------------------------------------------------- Figure 4
 def make_fig4(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_steps: int = 5000, temperature: float = 3.0,
               snapshot_every: int = 100) -> FigureData:
-    """The paper's Figure 4 run: ``b = softmax(v^2/T)``, ``v <- v + eta (mu - v) o b``, mu from ``fig4_mu(seed)``.
+    """The paper's Figure 4 run: ``b = softmax(v^2/tau_v)``, ``v <- v + eta (mu - v) o b``, mu from ``fig4_mu(seed)``.
 
     ``v_snapshots`` holds ``v`` at steps ``0, snapshot_every, ...`` below ``n_steps`` (the 50 lines
     of the paper's left panel); ``entropy`` is the attention entropy after every step 0..n_steps;
-    ``entropy_limit`` = H(softmax(mu^2/T)), its value at the fixed point ``v = mu``.
+    ``entropy_limit`` = H(softmax(mu^2/tau_v)), its value at the fixed point ``v = mu``.
     """
     snapshot_every = check_int("snapshot_every", snapshot_every, 1)
     mu = fig4_mu(seed)
@@ -83,7 +83,7 @@ def make_fig4_variants(seed: int = 0, v0: float = 0.05, eta: float = 0.02, n_ste
 
     * ``ode_*``: ``dv/dt = (mu - v) o exp(v^2/2)`` (Theorem 4's equation; continuous time,
       integrated in ``omega = ln 1/delta``), entropy of the normalised attention softmax(v^2/2);
-    * ``fig4_*``: the paper's discrete softmax(v^2/T) run;
+    * ``fig4_*``: the paper's discrete softmax(v^2/tau_v) run (``tau_v = temperature``);
     * ``linear_*``: the same loop with ``v <- v + eta mu o b`` (no ``-v``; mu plays Delta).
     """
     n_ode_times = check_int("n_ode_times", n_ode_times, 2, 100_000)
@@ -157,7 +157,8 @@ def make_rates(mu: tuple[float, ...] = THEOREM4_MU, v0: float = 0.0, n_times: in
     t = np.geomspace(1e-3, t_max, n_times)
     sol = integrate_nonlinear(mu_arr, t, v0)
     pairs = np.array([[j, j + 1] for j in range(mu_arr.size - 1)])
-    ratios = np.stack([convergence_rate_ratio(mu_arr, t, int(j), int(k), v0)[0] for j, k in pairs], axis=1)
+    ratios = np.stack([convergence_rate_ratio(mu_arr, t, int(j), int(j_prime), v0)[0] for j, j_prime in pairs],
+                      axis=1)
     limits = np.exp(0.5 * (mu_arr[pairs[:, 0]] ** 2 - mu_arr[pairs[:, 1]] ** 2))
     return {"mu": mu_arr, "t": t, "v": sol.v, "omega": sol.omega, "pairs": pairs, "ratios": ratios,
             "ratio_limits": limits}
@@ -178,10 +179,10 @@ def plot_rates(data: FigureData) -> Figure:
     axes[1].set_xscale("log")
     axes[1].set_ylabel(r"$\log_{10}\delta_j(t),\ \delta_j = 1 - v_j/\mu_j$")
     axes[1].set_title("far below float64's range, kept exact via $\\omega = \\ln 1/\\delta$", fontsize=9)
-    for i, (j, k) in enumerate(data["pairs"]):
-        axes[2].plot(t, data["ratios"][:, i], color=f"C{i + 3}", label=rf"$\omega_{j}/\omega_{k}$")
+    for i, (j, j_prime) in enumerate(data["pairs"]):
+        axes[2].plot(t, data["ratios"][:, i], color=f"C{i + 3}", label=rf"$\omega_{j}/\omega_{j_prime}$")
         axes[2].axhline(data["ratio_limits"][i], color=f"C{i + 3}", ls="--", lw=0.8,
-                        label=rf"$e^{{(\mu_{j}^2-\mu_{k}^2)/2}}$ = {data['ratio_limits'][i]:.4f}")
+                        label=rf"$e^{{(\mu_{j}^2-\mu_{j_prime}^2)/2}}$ = {data['ratio_limits'][i]:.4f}")
     axes[2].set_xscale("log")
     axes[2].set_ylabel("ratio of convergence rates")
     axes[2].legend(fontsize=9)
@@ -228,7 +229,7 @@ def _linear_monotone(data: FigureData) -> float:
 
 def _linear_final_entropy(data: FigureData) -> float:
     """Final attention entropy of the linear contrast; infinite unless the most salient token (largest mu) is the
-    one that ends with the largest ``v``, the one the attention ``softmax(v^2/T)`` puts its weight on."""
+    one that ends with the largest ``v``, the one the attention ``softmax(v^2/tau_v)`` puts its weight on."""
     if int(np.argmax(data["linear_v"][-1])) != int(np.argmax(data["mu"])):
         return float("inf")
     return float(data["linear_entropy"][-1])
@@ -242,7 +243,8 @@ def _limit_gap_left(data: FigureData) -> float:
 
 
 def _rate_error(data: FigureData) -> float:
-    """Worst relative gap at the last time (t = 200) between u_j/u_k and its limit exp((mu_j^2 - mu_k^2)/2)."""
+    """Worst relative gap at the last time (t = 200) between omega_j/omega_j' and its limit
+    exp((mu_j^2 - mu_j'^2)/2)."""
     return float(np.abs(data["ratios"][-1] / data["ratio_limits"] - 1).max())
 
 

@@ -74,7 +74,7 @@ class Fig4Drawing:
     Left panel: components ``v_j`` against the iteration (colour = rank of ``mu_j``, yellow = largest;
     dotted: the targets in the nonlinear case). Right panel: attention entropy (black), the
     uniform level ``ln n`` (grey dashes) and, in the nonlinear case, the fixed-point entropy
-    ``H(softmax(mu^2/T))`` (orange dots). The key is in :data:`LEGEND` (shown under the figure).
+    ``H(softmax(mu^2/tau_v))`` (orange dots). The key is in :data:`LEGEND` (shown under the figure).
     """
 
     def __init__(self) -> None:

@@ -19,20 +19,20 @@ from joma_lib.chapters.wikitext.figures import WIKITEXT_SOURCES
 
 def wikitext_explorer(data: FigureData) -> Explorer:
     """Explorer of ``c-wikitext-grid``: entropy of every layer, and the validation loss, against the minibatch."""
-    depths, lrs = data["depths"], data["lrs"]
-    n_layers = int(depths.max())
-    shape = (len(WIKITEXT_SOURCES), depths.size, lrs.size)
+    nlayers, lrs = data["nlayers"], data["lrs"]
+    n_layers = int(nlayers.max())
+    shape = (len(WIKITEXT_SOURCES), nlayers.size, lrs.size)
     steps_k = np.broadcast_to((data["minibatch"] / 1000.0)[:, None, None, :], shape + (data["minibatch"].shape[1],))
     colours = np.empty(shape + (n_layers,), dtype=object)
     titles = np.empty(shape, dtype=object)
     labels = ("the authors' runs (WikiText-2)", "our re-run")
     for index in np.ndindex(shape):
         s, i, j = index
-        depth = int(depths[i])
-        colours[index] = [to_hex(c) for c in layer_colours(depth)] + ["#000000"] * (n_layers - depth)
-        setting = f"{depth} layer{'s' if depth > 1 else ''}, lr {lrs[j]:g}"
+        layers = int(nlayers[i])
+        colours[index] = [to_hex(c) for c in layer_colours(layers)] + ["#000000"] * (n_layers - layers)
+        setting = f"{layers} layer{'s' if layers > 1 else ''}, lr {lrs[j]:g}"
         if data["n_seeds"][index] == 0:
-            trained = ", ".join(f"{int(depths[a])} layers at lr {lrs[b]:g}" for a, b in
+            trained = ", ".join(f"{int(nlayers[a])} layers at lr {lrs[b]:g}" for a, b in
                                 zip(*np.nonzero(data["n_seeds"][s])))
             titles[index] = f"{labels[s]}: no run with {setting}<br>(trained: {trained})"
         else:
@@ -44,7 +44,7 @@ def wikitext_explorer(data: FigureData) -> Explorer:
                         style={"line": {"dash": "dash"}}))
     return Explorer(
         controls=(Control("source", "source", WIKITEXT_SOURCES, kind="buttons", labels=labels),
-                  Control("layers", "layers", tuple(int(d) for d in depths)),
+                  Control("layers", "layers", tuple(int(n) for n in nlayers)),
                   Control("lr", "learning rate", tuple(float(lr) for lr in lrs),
                           labels=tuple(f"{lr:.0e}" for lr in lrs))),
         panels=(Axes("minibatch (k)", "attention entropy (nats)"),

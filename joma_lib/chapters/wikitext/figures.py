@@ -36,14 +36,15 @@ FIG6_DEPTHS = (1, 2, 5, 10)
 FIG8_LRS = (1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2)
 
 
-def make_fig6(directory: str | None = None, depths: tuple[int, ...] = FIG6_DEPTHS, lr: float = 1e-4) -> FigureData:
-    """Fig. 6 (WikiText-2 row): entropy per layer vs minibatch for each depth at one lr, seed-averaged.
+def make_fig6(directory: str | None = None, nlayers: tuple[int, ...] = FIG6_DEPTHS, lr: float = 1e-4) -> FigureData:
+    """Fig. 6 (WikiText-2 row): entropy per layer vs minibatch for each number of layers in ``nlayers`` at one lr,
+    seed-averaged.
 
     ``directory`` holds the authors' ``.pt`` files (default: searched for, downloaded when online).
     """
-    depths = tuple(check_int("depths[i]", n, 1) for n in depths)
+    nlayers = tuple(check_int("nlayers[i]", n, 1) for n in nlayers)
     lr = check_float("lr", lr, 0.0, low_open=True)
-    return entropy_panels(official_runs(directory), [(n, lr) for n in depths], source=ATTRIBUTION)
+    return entropy_panels(official_runs(directory), [(n, lr) for n in nlayers], source=ATTRIBUTION)
 
 
 def make_fig8(directory: str | None = None, nlayers: int = 5, lrs: tuple[float, ...] = FIG8_LRS) -> FigureData:
@@ -62,8 +63,8 @@ FIG6_PAPER_LOSSES = (5.357, 5.255, 5.169, 5.110)
 FIG8_PAPER_LOSSES = (6.41, 5.89, 5.67, 5.23, 5.17, 5.30, 6.76)
 
 
-def _summary_of_depth(data: FigureData, depth: int) -> EntropySummary:
-    return panel_summary(data, int(np.flatnonzero(data["nlayers"] == depth)[0]))
+def _summary_of_nlayers(data: FigureData, nlayers: int) -> EntropySummary:
+    return panel_summary(data, int(np.flatnonzero(data["nlayers"] == nlayers)[0]))
 
 
 def _bounce_if_interior(summary: EntropySummary, layers: slice) -> np.ndarray:
@@ -99,7 +100,7 @@ def suppressed_lower_bounce(data: FigureData) -> float:
     of layers 0-2 of the 10-layer model; NaN unless each of them dropped by at least
     :data:`~joma_lib.kit.sweeps.BOUNCE_MIN_DROP` of its start (the drop happens and the bounce does not; layers that
     never moved have no rise either)."""
-    summary = _summary_of_depth(data, 10)
+    summary = _summary_of_nlayers(data, 10)
     lower = slice(0, 3)
     return float(summary.bounce[lower].max()) if np.all(_dropped(summary, lower)) else float("nan")
 
@@ -107,7 +108,7 @@ def suppressed_lower_bounce(data: FigureData) -> float:
 def _shallow_smallest_bounce(data: FigureData) -> float:
     """Smallest rise after an interior minimum over every layer of the 1-, 2- and 5-layer models (NaN if some
     layer's minimum is at an end of the run)."""
-    return float(min(np.min(_bounce_if_interior(_summary_of_depth(data, depth), slice(None))) for depth in (1, 2, 5)))
+    return float(min(np.min(_bounce_if_interior(_summary_of_nlayers(data, n), slice(None))) for n in (1, 2, 5)))
 
 
 def _loss_gap(data: FigureData, printed: Sequence[float], decimals: int) -> float:
@@ -132,7 +133,7 @@ FIG6_CLAIMS = (
           kind="paper", threshold_set="before-data"),
     Claim("fig6-deep-upper-layers-bounce", "Fig. 6",
           "10 layers: layers 3-9 bounce back, smallest rise after their minimum (nats)",
-          lambda d: float(np.min(_bounce_if_interior(_summary_of_depth(d, 10), slice(3, None)))), ">", 0.2,
+          lambda d: float(np.min(_bounce_if_interior(_summary_of_nlayers(d, 10), slice(3, None)))), ">", 0.2,
           kind="paper", threshold_set="after-data",
           threshold_note="the 0.2-nat bar and the layer range 3-9 were both read off the authors' data, where the "
                          "smallest rise of layers 3-9 is 0.234"),
@@ -185,26 +186,26 @@ RERUN_RESULTS = Path(__file__).resolve().parents[2] / "lm" / "results" / f"{RERU
 """The committed results of our CPU re-run (written by ``python -m joma_lib.lm run --preset rerun-full``)."""
 
 
-def _cells(runs: SweepRuns, depths: np.ndarray, lrs: np.ndarray, n_checkpoints: int, n_layers: int,
+def _cells(runs: SweepRuns, nlayers: np.ndarray, lrs: np.ndarray, n_checkpoints: int, n_layers: int,
            ) -> dict[str, np.ndarray]:
-    """Seed averages of ``runs`` on the grid ``depths x lrs`` (NaN / 0 seeds where a cell was not run)."""
-    shape = (depths.size, lrs.size)
+    """Seed averages of ``runs`` on the grid ``nlayers x lrs`` (NaN / 0 seeds where a cell was not run)."""
+    shape = (nlayers.size, lrs.size)
     out = {"minibatch": np.full(n_checkpoints, np.nan), "attn_entropy": np.full(shape + (n_checkpoints, n_layers),
                                                                                 np.nan),
            "val_loss": np.full(shape + (n_checkpoints,), np.nan), "min_val_loss": np.full(shape, np.nan),
            "n_seeds": np.zeros(shape, dtype=np.int64)}
     present = set(runs.configs())
-    for i, depth in enumerate(depths):
+    for i, layers in enumerate(nlayers):
         for j, lr in enumerate(lrs):
-            if not any(n == depth and np.isclose(r, lr, rtol=1e-6) for n, r in present):
+            if not any(n == layers and np.isclose(r, lr, rtol=1e-6) for n, r in present):
                 continue
-            avg = seed_average(runs, int(depth), float(lr))
+            avg = seed_average(runs, int(layers), float(lr))
             c = avg.minibatch.size
             if np.isnan(out["minibatch"][0]):
                 out["minibatch"][:c] = avg.minibatch
             elif np.any(out["minibatch"][:c] != avg.minibatch):
                 raise ValueError("all cells of one source must share the checkpoint steps")
-            out["attn_entropy"][i, j, :c, :depth] = avg.attn_entropy
+            out["attn_entropy"][i, j, :c, :layers] = avg.attn_entropy
             out["val_loss"][i, j, :c] = avg.val_loss
             out["min_val_loss"][i, j] = avg.min_val_loss
             out["n_seeds"][i, j] = avg.seeds.size
@@ -217,20 +218,20 @@ def make_wikitext_grid(directory: str | None = None, rerun: str = str(RERUN_RESU
     Sources (:data:`WIKITEXT_SOURCES`): the authors' WikiText-2 sweep (``directory``, see
     :func:`joma_lib.lm.authors.official_runs`; CC BY-NC 4.0, the ``source`` array attributes it) and our
     re-run (``rerun``: the committed results of the ``rerun-full`` preset). The grid's axes are the union
-    of both sources' depths and learning rates; a cell a source did not run is NaN (``n_seeds`` 0).
-    Arrays: ``minibatch`` (S, C) (NaN-padded), ``attn_entropy`` (S, D, R, C, Lmax), ``val_loss`` (S, D, R, C),
-    ``min_val_loss`` / ``n_seeds`` (S, D, R), ``depths`` (D), ``lrs`` (R), ``source`` (S) strings.
+    of both sources' numbers of layers and learning rates; a cell a source did not run is NaN (``n_seeds`` 0).
+    Arrays: ``minibatch`` (S, C) (NaN-padded), ``attn_entropy`` (S, N, R, C, Lmax), ``val_loss`` (S, N, R, C),
+    ``min_val_loss`` / ``n_seeds`` (S, N, R), ``nlayers`` (N), ``lrs`` (R), ``source`` (S) strings.
     """
     with np.load(rerun, allow_pickle=False) as npz:
         ours = SweepRuns.from_arrays({name: npz[name] for name in npz.files})
     sweeps = (official_runs(directory), ours)
-    depths = np.array(sorted({n for s in sweeps for n, _ in s.configs()}), dtype=np.int64)
+    nlayers = np.array(sorted({n for s in sweeps for n, _ in s.configs()}), dtype=np.int64)
     lrs = np.array(sorted({float(f"{lr:.6g}") for s in sweeps for _, lr in s.configs()}))
     n_checkpoints = max(s.minibatch.shape[1] for s in sweeps)
-    cells = [_cells(s, depths, lrs, n_checkpoints, int(depths.max())) for s in sweeps]
+    cells = [_cells(s, nlayers, lrs, n_checkpoints, int(nlayers.max())) for s in sweeps]
     data = {key: np.stack([c[key] for c in cells]) for key in cells[0]}
     our_source = f"our re-run (preset {RERUN_PRESET}) on {OFFLINE_SOURCES[PRESETS[RERUN_PRESET]['data']]}"
-    return {"depths": depths, "lrs": lrs, **data, "source": np.array([ATTRIBUTION, our_source])}
+    return {"nlayers": nlayers, "lrs": lrs, **data, "source": np.array([ATTRIBUTION, our_source])}
 
 
 def _outline(x: float, y: float):
@@ -243,12 +244,12 @@ def _outline(x: float, y: float):
 def plot_wikitext_grid(data: FigureData) -> Figure:
     """Best validation loss (left) and the bounce of the lowest layer's entropy, ``H(end) - min H`` (right),
     over layers x learning rate, in the authors' runs; cells our re-run also trained are outlined."""
-    depths, lrs = data["depths"], data["lrs"]
+    nlayers, lrs = data["nlayers"], data["lrs"]
     entropy = data["attn_entropy"][0, :, :, :, 0]
     bounce = entropy[..., -1] - np.nanmin(entropy, axis=-1, initial=np.inf, where=~np.isnan(entropy))
     fig = Figure(figsize=(8.8, 3.6), layout="constrained")
     axes = fig.subplots(1, 2)
-    x_labels, y_labels = [f"{lr:.0e}" for lr in lrs], [str(d) for d in depths]
+    x_labels, y_labels = [f"{lr:.0e}" for lr in lrs], [str(n) for n in nlayers]
     heatmap(fig, axes[0], data["min_val_loss"][0], x_labels, y_labels, "nats / token", cmap="viridis_r", vmin=None)
     heatmap(fig, axes[1], bounce, x_labels, y_labels, "nats", cmap="magma")
     for ax, title in zip(axes, ("lowest validation loss (seed mean)", "layer 0: entropy bounce H(end) - min H")):
@@ -278,7 +279,7 @@ FIGURES = [
         chapter="book/wikitext.md",
         make=make_fig6,
         plot=plot_fig6,
-        params={"depths": FIG6_DEPTHS, "lr": 1e-4},
+        params={"nlayers": FIG6_DEPTHS, "lr": 1e-4},
         default_tol=EXACT,
         claims=FIG6_CLAIMS,
     ),
