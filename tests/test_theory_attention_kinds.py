@@ -58,7 +58,7 @@ def test_unknown_kind_names_the_registry():
 
 def test_a_new_kind_is_one_registry_entry(monkeypatch, theorem1_holds):
     """CONTRIBUTING.md "Add an attention kind": b = x exp(2 z/tau) is exp attention at temperature tau/2, so
-    Theorem 1 holds with G(z) = z and c(tau) = 1/tau. One entry makes the block train with it and the invariant
+    Theorem 1 holds with G(z) = z and coef(tau) = 1/tau. One entry makes the block train with it and the invariant
     check it."""
     doubled = AttentionKind("exp2", kernel=lambda s, x: x * torch.exp(2 * s), potential=lambda z: z,
                             inverse_potential=lambda g, z0: g, coefficient=lambda temperature: 1.0 / temperature)

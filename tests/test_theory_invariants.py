@@ -26,7 +26,7 @@ def test_closed_forms_on_a_hand_example():
     first, second = softmax_terms(V, b_bar, temperature=0.5)
     np.testing.assert_allclose(first, [5.0, 9.0])
     np.testing.assert_allclose(second, [-7.0, -7.0])
-    # c(tau) = 1/(2 tau) is 1 at tau = 0.5; elsewhere, and with r != 1, both terms scale by r c(tau): 3 x 2 = 6 at
+    # coef(tau) = 1/(2 tau) is 1 at tau = 0.5; elsewhere, and with r != 1, both terms scale by r coef(tau): 3 x 2 = 6 at
     # tau = 0.25 with r = 3, and 1/2 at tau = 1
     first, second = softmax_terms(V, b_bar, temperature=0.25, lr_ratio=3.0)
     np.testing.assert_allclose(first, [30.0, 54.0])

@@ -5,9 +5,9 @@ It is the model of PyTorch's word-language-model tutorial as the authors configu
 output layer), written batch-first:
 
     x_0 = sqrt(d) * E[tokens] + PE,   x_0 <- Dropout(x_0)
-    z   = LN_1(x + Dropout(Attn(x)))                  (post-LN)
-    x'  = LN_2(z + Dropout(W_2 Dropout(ReLU(W_1 z + b_1)) + b_2))
-    logits = W_out x_L + b_out
+    h   = LN_1(x + Dropout(Attn(x)))                  (post-LN)
+    x'  = LN_2(h + Dropout(W_2 Dropout(ReLU(W_1 h + b_1)) + b_2))
+    logits = W_out x_last + b_out
 
 with ``Attn(x) = softmax(Q K^T / sqrt(d) + causal mask) V`` followed by the output
 projection. As in ``torch.nn.TransformerEncoder``, all layers start as copies of one
@@ -265,7 +265,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class PostLNLayer(nn.Module):
-    """One post-LN encoder layer: ``LN(x + Attn(x))`` then ``LN(z + W_2 ReLU(W_1 z))`` with dropout."""
+    """One post-LN encoder layer: ``LN(x + Attn(x))`` then ``LN(h + W_2 ReLU(W_1 h))`` with dropout."""
 
     def __init__(self, d: int, d_ff: int, dropout: float) -> None:
         super().__init__()
@@ -277,13 +277,13 @@ class PostLNLayer(nn.Module):
         self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        a, attn = self.self_attn(x, return_attention)
-        return self.after_attention(x, a), attn
+        attn_out, attn = self.self_attn(x, return_attention)
+        return self.after_attention(x, attn_out), attn
 
-    def after_attention(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-        """Given the attention output ``a``: ``z = LN_1(x + Dropout(a))``, then ``LN_2(z + Dropout(FFN(z)))``."""
-        z = self.norm1(x + self.drop(a))
-        return self.norm2(z + self.drop(self.linear2(self.drop(F.relu(self.linear1(z))))))
+    def after_attention(self, x: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
+        """Given the attention output: ``h = LN_1(x + Dropout(attn_out))``, then ``LN_2(h + Dropout(FFN(h)))``."""
+        h = self.norm1(x + self.drop(attn_out))
+        return self.norm2(h + self.drop(self.linear2(self.drop(F.relu(self.linear1(h))))))
 
 
 class TransformerLM(nn.Module):

@@ -6,9 +6,9 @@ An attention kind is everything the block (:mod:`joma_lib.theory.block`) and The
 * its **kernel** ``b = kernel(z / tau, x)``: the attention weights of the contextual tokens from the logits
   ``z`` (temperature ``tau``) and the token frequencies ``x``;
 * the **potential** ``G(z)`` of Theorem 1 and its inverse (to predict ``z`` from the MLP weights);
-* the **coefficient** ``c(tau)`` of the invariant, ``G(z) - r c(tau) sum_k v_k^2 = const`` (``r = eta_z / eta_w``);
+* the **coefficient** ``coef(tau)`` of the invariant, ``G(z) - r coef(tau) sum_k v_k^2 = const`` (r = eta_z/eta_w);
 * whether it is **normalised** over the tokens (softmax): Theorem 1 then has the extra mean-attention term
-  ``-r c(tau) b-bar sum_k ||v_k||^2``, and a bag needs at least one token with ``x_l > 0``;
+  ``-r coef(tau) b-bar sum_k ||v_k||^2``, and a bag needs at least one token with ``x_l > 0``;
 * the logit ``z_start`` at which toy runs start (linear attention starts at 1: at ``z = 0`` its output ``b``
   is zero, and ``G(z) = z^2`` fixes ``z`` only up to sign, which the inverse takes from ``z(0)``);
 * optionally its **score** in numpy, the attention kernel ``sigma(s)`` and ``sigma'(s)`` for a kernel of the form
@@ -57,7 +57,7 @@ def _softmax_kernel(s: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class AttentionKind:
-    """One attention kind: kernel ``b(z/tau, x)``, Theorem 1's ``G``, ``G^{-1}`` and coefficient ``c(tau)``.
+    """One attention kind: kernel ``b(z/tau, x)``, Theorem 1's ``G``, ``G^{-1}`` and coefficient ``coef(tau)``.
 
     ``kernel(s, x)`` takes ``s = z/tau`` of shape (R, M_C, 1) and bags ``x`` (R, M_C, N) and returns ``b``
     (R, M_C, N), summing over tokens along axis 1 where it normalises. ``score(s)``, where given, returns

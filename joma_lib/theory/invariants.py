@@ -61,8 +61,8 @@ def mlp_potential(V: np.ndarray, attention: str, temperature: float = 1.0, lr_ra
     """``Q(V)`` of Theorem 1, shape (..., M_C), from ``V`` (..., M_C, K) whose columns are ``v_k``.
 
     ``lr_ratio = eta_z / eta_w`` scales the whole right-hand side; ``b_bar`` (broadcastable to (..., M_C))
-    is needed for normalised kinds (softmax) only. ``Q = r c(tau) sum_k v_k^2``, minus ``r c(tau) b-bar
-    sum_k ||v_k||^2`` for normalised kinds, with the kind's coefficient ``c(tau)``
+    is needed for normalised kinds (softmax) only. ``Q = r coef(tau) sum_k v_k^2``, minus ``r coef(tau) b-bar
+    sum_k ||v_k||^2`` for normalised kinds, with the kind's coefficient ``coef(tau)``
     (:mod:`joma_lib.theory.attention_kinds`).
     """
     V = _check_V(V)
