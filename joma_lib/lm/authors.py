@@ -278,11 +278,8 @@ def search_dirs() -> list[Path]:
 
 def sha256_of(path: Path) -> str:
     """Hex sha256 of a file."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def check_sha256(path: Path, expected: str) -> Path:

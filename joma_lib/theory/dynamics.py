@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numpy.polynomial.chebyshev import chebint, chebval
 from scipy.fft import dct
 from scipy.special import erf, erfinv
 
@@ -220,16 +221,7 @@ def _chebyshev_antiderivative(values: np.ndarray) -> np.ndarray:
     """Chebyshev coefficients ``[n + 1, n_cols]`` of ``x -> int_{-1}^x f`` from ``f`` at the ``n`` first-kind nodes."""
     coef = dct(values, type=2, axis=0) / values.shape[0]  # f = sum' a_j T_j (the DCT-II of the samples)
     coef[0] *= 0.5
-    return np.polynomial.chebyshev.chebint(coef, lbnd=-1, axis=0)
-
-
-def _clenshaw(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``sum_j coef[j] T_j(x)`` with per-column coefficients ``coef [n, n_cols]`` and ``x [..., n_cols]``."""
-    b1 = np.zeros_like(x)
-    b2 = np.zeros_like(x)
-    for a in coef[:0:-1]:
-        b1, b2 = 2.0 * x * b1 - b2 + a, b1
-    return x * b1 - b2 + coef[0]
+    return chebint(coef, lbnd=-1, axis=0)
 
 
 def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: float = 1e-9,
@@ -275,7 +267,7 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
         active = np.arange(omega.size)
         for _ in range(max_iter):  # safeguarded Newton (bisection when a step leaves the bracket), unconverged entries
             omega_a, ca = omega[active], col[active]
-            hq_omega = _clenshaw(coef[:, ca], 2.0 * np.exp(-omega_a) / w0[ca] - 1.0)  # Hq(e^{-omega})
+            hq_omega = chebval(2.0 * np.exp(-omega_a) / w0[ca] - 1.0, coef[:, ca], tensor=False)  # Hq(e^{-omega})
             resid = c0[ca] * (omega_a - omega0[ca]) + hq_w0[ca] - hq_omega - t[active]
             above = resid > 0
             hi[active] = np.where(above, omega_a, hi[active])

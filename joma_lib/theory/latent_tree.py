@@ -39,6 +39,7 @@ from math import floor, log2
 
 import numpy as np
 from scipy.integrate import quad
+from scipy.special import softmax
 
 from joma_lib.theory.dynamics import integrate_nonlinear
 from joma_lib.base.validation import as_finite_array, check_float, check_int, check_times
@@ -362,6 +363,4 @@ def attention_from_association(mu: np.ndarray, v: np.ndarray) -> np.ndarray:
     if v.shape[-1] != mu.size:
         raise ValueError(f"v must end with an axis of {mu.size} tokens, got shape {v.shape}")
     logits = np.where(mu > 0, np.log(np.where(mu > 0, mu, 1.0)) + v**2 / 2, -np.inf)
-    logits = logits - logits.max(axis=-1, keepdims=True)
-    weights = np.exp(logits)
-    return weights / weights.sum(axis=-1, keepdims=True)
+    return softmax(logits, axis=-1)

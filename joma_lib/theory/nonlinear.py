@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.special import ndtr
+from scipy.stats import sem
 
 from joma_lib.base.ode import integrate_autonomous
 from joma_lib.base.validation import as_finite_array, check_choice, check_float, check_int, check_times
@@ -129,9 +130,7 @@ def monte_carlo_relu_update(v: object, bias: float, mixture: ClusterMixture, n_s
     x = mixture.centres[c] + mixture.nu * rng.standard_normal((n, v.size))
     gate = mixture.grad[c] * (x @ v + float(beta) > 0)
     gx = gate[:, None] * x
-    root_n = np.sqrt(n)
-    return MonteCarloUpdate(gx.mean(axis=0), gx.std(axis=0, ddof=1) / root_n, float(gate.mean()),
-                            float(gate.std(ddof=1) / root_n))
+    return MonteCarloUpdate(gx.mean(axis=0), sem(gx, axis=0), float(gate.mean()), float(sem(gate)))
 
 
 def sphere_trajectories(mixture: ClusterMixture, v0: object, t_eval: object, bias: float = -0.5,

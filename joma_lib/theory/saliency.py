@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import softmax
+from scipy.stats import sem
 
 from joma_lib.theory.dynamics import linear_closed_form, SQRT_PI_OVER_2
 from joma_lib.theory.softmax_dynamics import row_entropy
@@ -148,7 +150,7 @@ def monte_carlo_saliency(model: TokenModel, n_samples: int = 200_000, grad_noise
     _, x, g = sample_tokens(model, n_samples, grad_noise, seed)
     gx = g[:, None] * x
     bag = x / np.maximum(x.sum(axis=1, keepdims=True), 1.0)
-    return SaliencyEstimate(gx.mean(axis=0), gx.std(axis=0, ddof=1) / np.sqrt(x.shape[0]),
+    return SaliencyEstimate(gx.mean(axis=0), sem(gx, axis=0),
                             (g[:, None] * bag).mean(axis=0))
 
 
@@ -225,6 +227,5 @@ def salient_token_dynamics(model: TokenModel, n_times: int = 200, min_time_left:
     t = (1.0 - time_left) * SQRT_PI_OVER_2 / np.max(np.abs(saliencies))
     v = linear_closed_form(saliencies, t)
     logits = np.log(cooccurrence(model)) + 0.5 * v * v
-    b = np.exp(logits - logits.max(axis=1, keepdims=True))
-    b /= b.sum(axis=1, keepdims=True)
+    b = softmax(logits, axis=1)
     return SalientWins(t, time_left, v, b, np.asarray(row_entropy(b)))

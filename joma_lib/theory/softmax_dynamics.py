@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import xlogy
+from scipy.special import softmax, xlogy
 
 from joma_lib.base.validation import (
     as_finite_array,
@@ -63,10 +63,7 @@ def softmax_attention(v: object, temperature: object = 3.0) -> np.ndarray:
     """
     v = as_finite_array("v", v, min_ndim=1)
     temp = _check_batch_param("temperature", temperature, v.shape[:-1], low=MIN_TEMPERATURE)
-    z = v * v / temp[..., None]
-    z -= z.max(axis=-1, keepdims=True)
-    b = np.exp(z)
-    return b / b.sum(axis=-1, keepdims=True)
+    return softmax(v * v / temp[..., None], axis=-1)
 
 
 def row_entropy(b: object) -> np.ndarray | float:

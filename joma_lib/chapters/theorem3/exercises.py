@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.special import ndtr
+from scipy.stats import norm
 
 from joma_lib.theory.nonlinear import ClusterMixture, decayed_trajectories, decayed_update, two_cluster_mixture
 from joma_lib.base.validation import as_finite_array, check_int
@@ -43,5 +44,5 @@ def fixed_point_rest(mixture: ClusterMixture, bias: float, weight_decay: float, 
         mu = mu + decayed_update(mu, bias, mixture, weight_decay) / weight_decay
     kappa = float((mixture.centres[0] @ mu + bias) / (mixture.nu * np.linalg.norm(mu)))
     a0 = float(mixture.strengths[0])
-    noise = mixture.nu * a0 * float(np.exp(-kappa**2 / 2) / np.sqrt(2 * np.pi)) / weight_decay
+    noise = mixture.nu * a0 * float(norm.pdf(kappa)) / weight_decay
     return RestPoint(mu, kappa, float(ndtr(kappa)), noise)
