@@ -21,7 +21,7 @@ from joma_lib.base.validation import as_finite_array, check_int
 THEOREM2_SALIENCY = (1.0, 0.7, 0.4, -0.3, 0.05)
 
 
-def make_closed_form(saliency: tuple[float, ...] = THEOREM2_SALIENCY, n_times: int = 60) -> FigureData:
+def make_closed_form(saliencies: tuple[float, ...] = THEOREM2_SALIENCY, n_times: int = 60) -> FigureData:
     """Theorem 2's closed form against numerical integration of ``dv/dt = Delta o exp(v^2/2)``.
 
     ``limits`` holds ``v_l(t*)``, NaN for the most salient component (it diverges).
@@ -29,7 +29,7 @@ def make_closed_form(saliency: tuple[float, ...] = THEOREM2_SALIENCY, n_times: i
     up to ``0.999``. ``ratio_sqrt2 = erf(v/sqrt 2)/Delta`` (the conserved form) and
     ``ratio_half = erf(v/2)/Delta`` (the slides' printed form) are evaluated on the ODE solution.
     """
-    saliency_arr = as_finite_array("saliency", saliency, min_ndim=1)
+    saliency_arr = as_finite_array("saliencies", saliencies, min_ndim=1)
     n_times = check_int("n_times", n_times, 4, 10_000)
     t_star = blowup_time(saliency_arr)
     frac = np.concatenate([np.linspace(0.0, 0.9, n_times - n_times // 3, endpoint=False),
