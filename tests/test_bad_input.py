@@ -347,3 +347,10 @@ def test_a_fresh_figures_process_refuses_a_file_as_the_authors_folder(tmp_path):
                           env={**os.environ, "JOMA_OFFICIAL_DIR": str(a_file)}, timeout=120)
     assert proc.returncode == 2 and "SKIPPED" not in proc.stdout
     assert proc.stderr.startswith("error: environment variable JOMA_OFFICIAL_DIR must name an existing folder")
+
+
+def test_bags_without_any_token_say_what_was_given():
+    """Figs. 2-3's bags need M_C = n_distinct + n_common >= 1 tokens; the error gives both counts (found by a long
+    fuzz run: the message said what was needed, not what was given)."""
+    with pytest.raises(ValueError, match=r"n_distinct \+ n_common \(M_C\) must be >= 1, got n_distinct=0, n_common=0"):
+        bags.gaussian_or_random_bags("gaussian", n_distinct=0, n_common=0)

@@ -26,7 +26,7 @@ def gaussian_or_random_bags(variant: str, n_distinct: int = 10, n_common: int = 
     n_distinct = check_int("n_distinct", n_distinct, 0)
     n_common = check_int("n_common", n_common, 0)
     if n_distinct + n_common < 1:
-        raise ValueError("n_distinct + n_common (M_C) must be >= 1")
+        raise ValueError(f"n_distinct + n_common (M_C) must be >= 1, got n_distinct={n_distinct}, n_common={n_common}")
     n_classes = check_int("n_classes", n_classes, 2)
     width = check_float("width", width, 0, low_open=True)
     check_array_size("the bags", (n_distinct + n_common) * n_classes,
