@@ -354,3 +354,16 @@ def test_bags_without_any_token_say_what_was_given():
     fuzz run: the message said what was needed, not what was given)."""
     with pytest.raises(ValueError, match=r"n_distinct \+ n_common \(M_C\) must be >= 1, got n_distinct=0, n_common=0"):
         bags.gaussian_or_random_bags("gaussian", n_distinct=0, n_common=0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(n_draws=10**12), r"the computation would take .* got d_values up to 4, n_tokens=5, n_draws=1000000000000"),
+    (dict(n_tokens=10**12), r"a draw's vectors or cosines would hold .* got d_values up to 4, n_tokens=1000000000000"),
+    (dict(d_values=[4, 10**12]), r"a draw's vectors or cosines would hold .* got d_values up to 1000000000000"),
+])
+def test_random_embedding_coherence_refuses_work_that_would_not_finish(kwargs, message):
+    """The JL check's sizes are refused up front, naming them, where a draw count of 10**12 ran for ever (found by a
+    longer fuzz run) and a huge d or n would have asked for the memory first."""
+    args = {"d_values": [4], "n_tokens": 5, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        embeddings.random_embedding_coherence(**args)

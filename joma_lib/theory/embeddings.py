@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from joma_lib.base.validation import as_finite_array, check_array_size, check_int
+from joma_lib.base.validation import as_finite_array, check_array_size, check_int, check_work
 
 
 def orthonormal_embeddings(d: int, n_tokens: int, seed: int | None = 0) -> np.ndarray:
@@ -58,6 +58,9 @@ def random_embedding_coherence(d_values: np.ndarray, n_tokens: int, n_draws: int
     rng = np.random.default_rng(check_int("seed", seed, 0))
     d_list = [check_int(f"d_values[{i}]", int(d) if isinstance(d, float) and d.is_integer() else d, 1)
               for i, d in enumerate(np.atleast_1d(np.asarray(d_values)).ravel().tolist())]
+    got = f"d_values up to {max(d_list, default=0)}, n_tokens={n_tokens}, n_draws={n_draws}"
+    check_array_size("a draw's vectors or cosines", max(max(d_list, default=0), n_tokens) * n_tokens, got)
+    check_work(n_draws * sum(d * n_tokens + n_tokens**2 for d in d_list), got)  # a draw: d x n vectors, n x n cosines
     out = np.empty(len(d_list))
     for i, d in enumerate(d_list):
         out[i] = np.mean([max_offdiagonal_cosine(rng.standard_normal((d, n_tokens))) for _ in range(n_draws)])
