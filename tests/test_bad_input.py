@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from joma_lib.theory import bags, block, dynamics, embeddings, invariants, latent_tree, softmax_dynamics
+from joma_lib.base import ode
 from joma_lib.lm import data as lm_data
 from joma_lib.theory.table1 import model as table1_model
 from joma_lib.lm import metrics as lm_metrics
@@ -367,3 +368,36 @@ def test_random_embedding_coherence_refuses_work_that_would_not_finish(kwargs, m
     args = {"d_values": [4], "n_tokens": 5, **kwargs}
     with pytest.raises(ValueError, match=message):
         embeddings.random_embedding_coherence(**args)
+
+
+def test_theorem4_by_quadrature_takes_an_empty_batch_as_the_stepper_does():
+    """An empty batch of targets gives the stepper's empty result, where the quadrature's degree took the maximum of
+    nothing inside numpy (found by a longer fuzz run)."""
+    for mu in (np.zeros((0, 3)), np.zeros((2, 0, 3))):
+        by_quadrature = dynamics.nonlinear_by_quadrature(mu, [0.0, 1.0])
+        stepped = dynamics.integrate_nonlinear(mu, [0.0, 1.0])
+        assert by_quadrature.v.shape == stepped.v.shape == (2, *mu.shape)
+        assert by_quadrature.omega.shape == stepped.omega.shape
+
+
+@pytest.mark.parametrize("scale", [1e-268, 1e-160, 1.0, 1e160, 1e300])
+def test_stable_rank_of_a_tiny_or_huge_matrix_is_its_scale_free_value(scale):
+    """The stable rank does not depend on the scale of W; its squares underflowed to 0/0 = NaN for entries near 1e-268
+    and overflowed for huge ones (found by a longer fuzz run)."""
+    w = torch.diag(torch.tensor([2.0, 1.0, 1.0], dtype=torch.float64)) * scale
+    assert lm_metrics.stable_rank(w) == pytest.approx(1.5, rel=1e-12)
+
+
+def test_the_ode_stepper_refuses_text_as_its_initial_state_naming_it():
+    with pytest.raises(ValueError, match=r"y0 must be an array of finite numbers, got array\(\[\['a', 'b'\]\]"):
+        ode.integrate_autonomous(lambda y, rows: -y, np.array([["a", "b"]]), [0.0, 1.0])
+    with pytest.raises(ValueError, match="y0 must contain only finite numbers"):
+        ode.integrate_autonomous(lambda y, rows: -y, np.array([[np.inf, 1.0]]), [0.0, 1.0])
+
+
+def test_a_diverging_softmax_run_says_what_was_given_including_v0():
+    """A start at |v0| = 1e308 overflows at the first step; the error names v0 among what to reduce and gives the
+    values (found by a longer fuzz run: it named eta and mu only, with no 'got')."""
+    with pytest.raises(ValueError, match=r"reduce eta .*, \|mu\| or \|v0\|, or raise temperature; got eta up to 1, "
+                                         r"\|mu\| up to 1, \|v0\| up to 1e\+308, temperature down to 1"):
+        softmax_dynamics.simulate_softmax_attention(np.ones(5), v0=-1e308, eta=1.0, n_steps=1, temperature=1.0)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from joma_lib.base.validation import check_float, check_int, check_times
+from joma_lib.base.validation import as_finite_array, check_float, check_int, check_times
 
 # Dormand-Prince 5(4) tableau.
 _C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0])
@@ -45,7 +45,7 @@ def integrate_autonomous(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0
     finite-time blow-up, as in Theorem 2 at ``t >= t*``) gets NaN from then on: with ``can_blow_up=True``
     (the default) once its step falls below ``1e-13 max(t, 1)``. A caller whose ``rhs`` is bounded along every
     path (no blow-up possible) passes ``can_blow_up=False``: a row may then cross a stretch faster than the
-    float64 resolution of ``t`` (steps that leave ``t`` unchanged, as Theorem 4's ``u`` needs near
+    float64 resolution of ``t`` (steps that leave ``t`` unchanged, as Theorem 4's ``omega`` needs near
     ``t ~ 1/|mu|`` for ``|mu|`` above about 8), and only a step size that underflows float64 (an ``rhs`` that
     overflows) or a step that changes neither ``t`` nor ``y`` (``y`` about to overflow) stops it.
     """
@@ -55,7 +55,7 @@ def integrate_autonomous(rhs: Callable[[np.ndarray, np.ndarray], np.ndarray], y0
     max_steps = check_int("max_steps", max_steps, 1)
     if not isinstance(can_blow_up, bool):
         raise ValueError(f"can_blow_up must be True or False, got {can_blow_up!r}")
-    y = np.array(y0, dtype=np.float64)
+    y = as_finite_array("y0", y0)
     if y.ndim != 2:
         raise ValueError(f"y0 must be a 2-D array rows x n, got shape {y.shape}")
     rows = y.shape[0]

@@ -73,6 +73,12 @@ def check_tensor(name: str, value: object) -> torch.Tensor:
     return value
 
 
+def stable_rank_of_singular_values(s: torch.Tensor) -> torch.Tensor:
+    """``sum_i (s_i / s_0)^2`` over the last axis of descending singular values: ``||W||_F^2 / ||W||_2^2`` in ratios,
+    so that the squares of a tiny or huge ``W`` neither under- nor overflow."""
+    return ((s / s[..., :1]) ** 2).sum(dim=-1)
+
+
 def stable_rank(w: torch.Tensor) -> float:
     """``||W||_F^2 / ||W||_2^2``: between 1 (rank one) and ``rank(W)`` (all singular values equal)."""
     w = check_tensor("w", w)
@@ -81,7 +87,7 @@ def stable_rank(w: torch.Tensor) -> float:
     s = torch.linalg.svdvals(w.detach().double())
     if s[0] == 0:
         raise ValueError(f"w must not be the zero matrix (its stable rank is undefined), got {w!r}")
-    return float((s**2).sum() / s[0] ** 2)
+    return float(stable_rank_of_singular_values(s))
 
 
 @torch.no_grad()

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from joma_lib.base.run_axis import affine, layer_norm
 from joma_lib.lm.data import n_chunks
-from joma_lib.lm.metrics import ENTROPY_EPS
+from joma_lib.lm.metrics import ENTROPY_EPS, stable_rank_of_singular_values
 from joma_lib.lm.model import (
     TransformerLM,
     causal_mask,
@@ -327,7 +327,7 @@ def stable_ranks(model: StackedLM) -> torch.Tensor:
     out = []
     for w in model.lower_mlp_weights():
         s = torch.linalg.svdvals(w.detach().double())
-        out.append((s**2).sum(dim=-1) / s[:, 0] ** 2)
+        out.append(stable_rank_of_singular_values(s))
     return torch.stack(out, dim=1).cpu()
 
 

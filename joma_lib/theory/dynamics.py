@@ -249,7 +249,7 @@ def nonlinear_by_quadrature(mu: object, t_eval: object, v0: object = 0.0, tol: f
     mu2, chi, w0 = (mu ** 2).ravel(), np.sign(delta0).ravel(), np.abs(delta0).ravel()
     f_max = np.exp(0.5 * mu2 * np.maximum(1.0, (1.0 - chi * w0) ** 2))  # the largest rate: exp(max(mu^2, v0^2) / 2)
     omega0, c0 = -np.log(w0), np.exp(-0.5 * mu2)
-    n = int(np.clip(12 + np.max(mu2 * w0 * (1.0 + 0.5 * w0)), 12, 400))  # degree: the exponent's range
+    n = int(np.clip(12 + np.max(mu2 * w0 * (1.0 + 0.5 * w0), initial=0.0), 12, 400))  # degree: the exponent's range
     x = np.cos(np.pi * (np.arange(n) + 0.5) / n)[:, None]
     w = 0.5 * w0 * (x + 1.0)  # nodes in (0, W_0), never 0
     coef = _chebyshev_antiderivative(c0 * np.expm1(mu2 * w * (chi - 0.5 * w)) / w) * (0.5 * w0)

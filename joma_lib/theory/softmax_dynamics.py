@@ -167,11 +167,13 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
     # underflowing will do. In the nonlinear update with eta <= 1, v moves towards mu by a
     # convex step, so |v| <= max(|v0|, |mu|) and one constant shift (the largest possible
     # logit) per problem is safe when that logit is below 700; otherwise use the running max.
-    bound = np.max(np.maximum(v * v, mu * mu), axis=-1, keepdims=True) * inv_t
+    with np.errstate(over="ignore"):  # a bound beyond float64 is inf: the running max is used then
+        bound = np.max(np.maximum(v * v, mu * mu), axis=-1, keepdims=True) * inv_t
     constant_shift = nonlinear and bool(np.all(eta <= 1.0)) and bool(np.all(bound < 700.0))
     if constant_shift:
         shift[...] = bound
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, naming eta and the temperature
+    v0_largest = float(np.max(np.abs(v), initial=0.0))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, naming the arguments
         for step in range(1, n_steps + 1):
             np.multiply(v, v, out=b)
             b *= inv_t
@@ -184,8 +186,9 @@ def simulate_softmax_attention(mu: object, v0: object = 0.05, eta: object = 0.02
             v += (mu - v) * b if nonlinear else mu * b
             if (step % 64 == 0 or step == n_steps) and not np.isfinite(v).all():
                 raise ValueError(f"the dynamics diverged at step {step} of n_steps={n_steps} (v overflowed): reduce "
-                                 f"eta (largest {float(np.max(eta)):g}; steps beyond 1 overshoot) or |mu| (largest "
-                                 f"{float(np.max(np.abs(mu))):g}), or raise temperature")
+                                 f"eta (steps beyond 1 overshoot), |mu| or |v0|, or raise temperature; got eta up to "
+                                 f"{float(np.max(eta)):g}, |mu| up to {float(np.max(np.abs(mu))):g}, |v0| up to "
+                                 f"{v0_largest:g}, temperature down to {float(np.min(temp)):g}")
             if slot < steps.size and step == steps[slot]:
                 record[slot] = v
                 slot += 1
