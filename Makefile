@@ -1,8 +1,10 @@
 # Two entry points for a fresh machine:
 #   make book   set up .venv and build the whole book (executes every chapter) -> _build/html/index.html
 #   make test   set up .venv and run the test suite
-# Other targets: lint (ruff + mypy + import layers), verify (figure data vs references),
-# figures (regenerate all into figures_out/), wheelhouse (wheels for an offline GPU machine: benchmarks/gpu_checks.sh), gpu-rehearsal (a loan rehearsed on this CPU: benchmarks/gpu_rehearsal.sh), book-strict (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
+# Other targets: lint (ruff + mypy + import layers), verify (figure data vs references), fuzz (a longer fuzz of the
+# public API, fresh draws), figures (regenerate all into figures_out/), wheelhouse (wheels for an offline GPU machine:
+# benchmarks/gpu_checks.sh), gpu-rehearsal (a loan rehearsed on this CPU: benchmarks/gpu_rehearsal.sh), book-strict
+# (fresh build that fails on any warning or notebook error), twins (.ipynb for Colab), clean.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,7 +22,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BOOK_MD := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: setup uv-flags book book-strict twins test lint verify figures wheelhouse gpu-rehearsal clean
+.PHONY: setup uv-flags book book-strict twins test lint verify fuzz figures wheelhouse gpu-rehearsal clean
 
 setup: $(STAMP)
 
@@ -70,6 +72,12 @@ lint: setup
 
 verify: setup
 	$(BIN)/python -m joma_lib.figures verify $(VERIFY_FLAGS)
+
+# tests/test_fuzz.py with FUZZ_EXAMPLES fresh draws a function (the suite's own run: a fixed few dozen); ~20 min
+# on 2 cores at 800. Not in CI: a draw that fails is a finding, and it becomes a test in tests/test_bad_input.py.
+FUZZ_EXAMPLES ?= 800
+fuzz: setup
+	JOMA_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest tests/test_fuzz.py -p no:cacheprovider
 
 # wheels for a GPU machine or cluster node without a package index (benchmarks/gpu_checks.sh installs them from .whl/)
 wheelhouse:

@@ -7,16 +7,23 @@ or wrongly shaped arrays, token ids outside the vocabulary, wrong dtypes and typ
 wrong shape). Every call must either return finite numbers or raise
 ``ValueError``/``TypeError`` whose message names one of the function's arguments and says what was given
 (``got ...``). Anything else (another exception from deep inside numpy, torch or ipywidgets, a NaN or inf in the
-result) fails the test, with the arguments hypothesis found. A run's files get hostile bytes instead: any change
-must be refused, naming the file.
+result) fails the test, with the arguments hypothesis found; so does a call that runs past CALL_LIMIT_S seconds (work
+that would not finish must be refused up front). A run's files get hostile bytes instead: any change must be refused,
+naming the file.
+
+The suite draws a fixed sample (derandomized, a few dozen cases a function). ``make fuzz`` draws fresh ones, many more
+(``JOMA_FUZZ_EXAMPLES`` a function): a longer search that found cases the fixed sample never drew.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import math
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -40,6 +47,27 @@ from joma_lib.lm import runs as lm_runs
 from joma_lib.lm import presets
 from joma_lib.lm.config import RunConfig
 from joma_lib.theory.table1 import runs as table1_runs
+
+#: examples a function for ``make fuzz`` (fresh draws each run); unset: the suite's fixed sample
+FUZZ_EXAMPLES = int(os.environ.get("JOMA_FUZZ_EXAMPLES") or 0)
+#: seconds one call may take before the test fails it
+CALL_LIMIT_S = 60
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int) -> Iterator[None]:
+    """Fail a call that runs past ``seconds`` (SIGALRM: the test's own thread, between Python operations)."""
+    def stop(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"the call ran past {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
 
 HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9, "3", None]
 HOSTILE_ARRAYS = [np.array([]), np.zeros((0, 3)), np.array([math.nan, 1.0]), np.array([[math.inf]]), np.ones((2, 3, 4)),
@@ -273,12 +301,12 @@ def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
         func, strategies = CASES[name]
     params = _params(func, strategies)
 
-    @settings(max_examples=25 if name in WIDGETS else 60, deadline=None, database=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @settings(max_examples=FUZZ_EXAMPLES or (25 if name in WIDGETS else 60), deadline=None, database=None,
+              derandomize=not FUZZ_EXAMPLES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     @given(st.fixed_dictionaries(strategies))
     def check(kwargs: dict[str, Any]) -> None:
         try:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), _time_limit(CALL_LIMIT_S):
                 result = func(**kwargs)
         except (ValueError, TypeError) as err:
             message = str(err)
@@ -290,7 +318,7 @@ def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
     check()
 
 
-@settings(max_examples=40, deadline=None, database=None, derandomize=True)
+@settings(max_examples=FUZZ_EXAMPLES or 40, deadline=None, database=None, derandomize=not FUZZ_EXAMPLES)
 @given(st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 255)), min_size=1, max_size=8),
        st.sampled_from(["checkpoint", "result"]))
 def test_any_damage_to_a_run_file_is_refused_naming_it(tmp_path_factory, flips, kind):
