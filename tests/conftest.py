@@ -16,11 +16,13 @@ machine, which runs the suite under ``JOMA_DEVICE=cuda``) their modules are not 
 so; in CI, which installs the tools, they always are.
 """
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +74,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "bf16" in item.keywords:
             item.add_marker(skip)
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int, error: BaseException) -> Iterator[None]:
+    def expire(signum: int, frame: Any) -> None:
+        raise error
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(scope="session")
+def time_limit() -> Callable[[int, BaseException], contextlib.AbstractContextManager[None]]:
+    """``with time_limit(seconds, error):`` raises ``error`` once the block has run ``seconds`` (SIGALRM: the test's own
+    thread, between Python operations), so that a test fails instead of hanging."""
+    return _time_limit
 
 
 @pytest.fixture(scope="session")

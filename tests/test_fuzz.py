@@ -17,13 +17,11 @@ The suite draws a fixed sample (derandomized, a few dozen cases a function). ``m
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import math
 import os
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,21 +50,6 @@ from joma_lib.theory.table1 import runs as table1_runs
 FUZZ_EXAMPLES = int(os.environ.get("JOMA_FUZZ_EXAMPLES") or 0)
 #: seconds one call may take before the test fails it
 CALL_LIMIT_S = 60
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    """Fail a call that runs past ``seconds`` (SIGALRM: the test's own thread, between Python operations)."""
-    def stop(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"the call ran past {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9, "3", None]
@@ -293,7 +276,7 @@ def _params(func: Callable[..., Any], strategies: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(CASES) + sorted(WIDGETS))
-def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
+def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name, time_limit):
     if name in WIDGETS:
         module, attr, strategies = WIDGETS[name]
         func = _widget(getattr(importlib.import_module(module), attr))
@@ -306,7 +289,7 @@ def test_hostile_arguments_give_a_clear_error_or_a_finite_result(name):
     @given(st.fixed_dictionaries(strategies))
     def check(kwargs: dict[str, Any]) -> None:
         try:
-            with np.errstate(all="ignore"), _time_limit(CALL_LIMIT_S):
+            with np.errstate(all="ignore"), time_limit(CALL_LIMIT_S, TimeoutError(f"ran past {CALL_LIMIT_S} s")):
                 result = func(**kwargs)
         except (ValueError, TypeError) as err:
             message = str(err)

@@ -6,9 +6,7 @@ kill one mid-way and requeue the other mid-way, stop the killed one's new task w
 checkpoints and requeues it), and compare the collected results with a local run of the same settings, bitwise.
 """
 
-import contextlib
 import json
-import signal
 import subprocess
 import time
 
@@ -42,22 +40,8 @@ def _wait(condition, what, timeout=240.0):
 
 
 class _Deadline(BaseException):
-    """Raised by :func:`_deadline` (a BaseException, so that the command line does not turn it into an exit code)."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds):
-    """Fail, instead of hanging, if the block takes longer than ``seconds``."""
-    def expire(*_):
-        raise _Deadline(f"still waiting after {seconds} s; see `squeue` and /var/log/slurm/")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    """Raised by the time limit of a wait on Slurm (a BaseException, so that the command line does not turn it into an
+    exit code)."""
 
 
 def _start_now(job):
@@ -81,7 +65,8 @@ def _scontrol(*args):
 
 
 @pytest.mark.slurm
-def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(slurm, tmp_path, capsys):
+def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(slurm, tmp_path, capsys,
+                                                                                time_limit):
     out = tmp_path / "slurm"
     assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -137,7 +122,8 @@ def test_a_sweep_killed_and_requeued_on_slurm_ends_bitwise_equal_to_a_local_run(
     # the requeued task may start again (at once: Slurm delays a requeued job by default); this call waits and collects
     _scontrol("release", first_jobs[requeued])
     _start_now(first_jobs[requeued])
-    with _deadline(300):  # `--results` waits as long as Slurm keeps the runs queued: bound it here
+    # `--results` waits as long as Slurm keeps the runs queued: bound it here
+    with time_limit(300, _Deadline("still waiting after 300 s; see `squeue` and /var/log/slurm/")):
         assert main(["run", *ARGS, "--engine", "slurm", "--out", str(out), "--results",
                      str(tmp_path / "slurm.npz")]) == 0
     assert "submitted as job" not in capsys.readouterr().out
