@@ -401,3 +401,11 @@ def test_a_diverging_softmax_run_says_what_was_given_including_v0():
     with pytest.raises(ValueError, match=r"reduce eta .*, \|mu\| or \|v0\|, or raise temperature; got eta up to 1, "
                                          r"\|mu\| up to 1, \|v0\| up to 1e\+308, temperature down to 1"):
         softmax_dynamics.simulate_softmax_attention(np.ones(5), v0=-1e308, eta=1.0, n_steps=1, temperature=1.0)
+
+
+def test_a_saliency_whose_blow_up_time_leaves_float64_is_refused_naming_it():
+    """t* = sqrt(pi/2) / max|saliency| overflowed to inf for a subnormal largest saliency (found by a longer fuzz run);
+    the smallest allowed one still gives a finite t*."""
+    with pytest.raises(ValueError, match=r"saliency must have max\|saliency\| >= 6.97e-309 per problem .* got"):
+        dynamics.blowup_time(np.array([0.0, 2.2e-311]))
+    assert np.isfinite(dynamics.blowup_time(np.array([0.0, 7e-309])))
