@@ -73,7 +73,7 @@ lint: setup
 verify: setup
 	$(BIN)/python -m joma_lib.figures verify $(VERIFY_FLAGS)
 
-# tests/test_fuzz.py with FUZZ_EXAMPLES fresh draws a function (the suite's own run: a fixed few dozen); ~20 min
+# tests/test_fuzz.py with FUZZ_EXAMPLES fresh draws a function (the suite's own run: a fixed few dozen); ~8 min
 # on 2 cores at 800. Not in CI: a draw that fails is a finding, and it becomes a test in tests/test_bad_input.py.
 FUZZ_EXAMPLES ?= 800
 fuzz: setup

@@ -46,11 +46,13 @@ from joma_lib.lm import presets
 from joma_lib.lm.config import RunConfig
 from joma_lib.theory.table1 import runs as table1_runs
 
-#: examples a function for ``make fuzz`` (fresh draws each run); unset: the suite's fixed sample
-FUZZ_EXAMPLES = int(os.environ.get("JOMA_FUZZ_EXAMPLES") or 0)
+#: examples a function for ``make fuzz`` (fresh draws each run); unset or empty: the suite's fixed sample
+_FUZZ_ENV = os.environ.get("JOMA_FUZZ_EXAMPLES", "")
+if _FUZZ_ENV and not (_FUZZ_ENV.isdigit() and int(_FUZZ_ENV) >= 1):
+    raise ValueError(f"environment variable JOMA_FUZZ_EXAMPLES must be a positive integer, got {_FUZZ_ENV!r}")
+FUZZ_EXAMPLES = int(_FUZZ_ENV or 0)
 #: seconds one call may take before the test fails it
 CALL_LIMIT_S = 60
-
 
 HOSTILE_NUMBERS = [math.nan, math.inf, -math.inf, -1.0, 0.0, -1e308, 1e308, 1e-300, 1e9, "3", None]
 HOSTILE_ARRAYS = [np.array([]), np.zeros((0, 3)), np.array([math.nan, 1.0]), np.array([[math.inf]]), np.ones((2, 3, 4)),

@@ -47,13 +47,10 @@ MAX_RATE_V = float(np.sqrt(2.0 * np.log(np.finfo(np.float64).max)))
 
 def _check_saliency(saliency: object) -> np.ndarray:
     saliency = as_finite_array("saliency", saliency, min_ndim=1)
-    if np.any(np.max(np.abs(saliency), axis=-1) == 0):
-        raise ValueError(f"saliency must have at least one non-zero entry per problem (max|saliency| > 0), "
-                         f"got {saliency!r}")
     smallest = SQRT_PI_OVER_2 / np.finfo(np.float64).max  # below it, t* = sqrt(pi/2) / max|saliency| overflows
     if np.any(np.max(np.abs(saliency), axis=-1) < smallest):
-        raise ValueError(f"saliency must have max|saliency| >= {smallest:.3g} per problem (its blow-up time beyond "
-                         f"float64 otherwise), got {saliency!r}")
+        raise ValueError(f"saliency must have max|saliency| >= {smallest:.3g} per problem (a non-zero entry, large "
+                         f"enough for the blow-up time to be a float64), got {saliency!r}")
     return saliency
 
 
