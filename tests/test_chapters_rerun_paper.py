@@ -216,3 +216,90 @@ def test_the_claims_name_the_corpus_vocabulary_and_precision_of_the_stored_runs(
     assert paper.trained_setting((tmp_path / "none.npz", tmp_path / "wt2.npz")) == (
         False, "WikiText-2, its whole vocabulary, fp32")
     assert paper.trained_setting((tmp_path / "none.npz",))[0] is False
+
+
+def _cell(data, depth, lr=1e-4) -> np.ndarray:
+    return np.flatnonzero((data["nlayers"] == depth) & np.isclose(data["lr"], lr))
+
+
+FALLS = 2.5 - STEPS / 60_000  # an entropy that only falls
+RISES = 1.5 + STEPS / 60_000  # one that only rises: no dip before it
+SHALLOW_REBOUND = np.where(STEPS <= 20_000, 2.5 - 1.2 * STEPS / 20_000, 1.3 + 0.1 * (STEPS - 20_000) / 38_000)
+
+
+@pytest.mark.parametrize("upper, layers, verdict", [
+    (FALLS, range(0, 3), "holds"),  # the lowest layers hardly bounce, as in the authors' 10-layer run
+    (FALLS, [6], "fails"),  # one upper layer that does not recover is enough
+    (RISES, range(3, 10), "fails"),  # rising from the start is no recovery
+    (SHALLOW_REBOUND, range(3, 10), "fails"),  # a dip of 1.2 nats and a rebound of 0.1: the rebound is what counts
+])
+def test_the_deep_model_is_judged_on_each_of_its_upper_layers_rebound(upper, layers, verdict):
+    data = _sweep(_dip_and_bounce, _paper_like_loss)
+    for j in layers:
+        data["attn_entropy"][_cell(data, 10), :, j] = upper
+    verdicts = _verdicts(data)
+    assert verdicts["fig6-paper-rerun-deep-upper-layers-recover"] == verdict
+    assert verdicts["fig6-paper-rerun-every-layer-dips-and-recovers"] == "holds"  # it reads the 1-, 2-, 5-layer models
+
+
+def test_the_best_loss_is_the_best_checkpoints_not_the_last():
+    """The runs over-fit, as those so far do: the deeper models and the rate of Fig. 6 reach the lowest losses and
+    then rise the most, so that at the last checkpoint the order is reversed. The claims read the best loss."""
+    data = _sweep(_dip_and_bounce, _paper_like_loss)
+    rising = np.clip((STEPS - 20_000) / 38_000, 0, None)  # from step 20,000 to the end
+    for i, (depth, lr) in enumerate(zip(data["nlayers"], data["lr"], strict=True)):
+        best = _paper_like_loss(depth, lr)
+        data["val_loss"][i] = best + 0.3 * np.exp(-STEPS / 5000) + (14.0 - 2 * best) * rising  # ends at 14 - best
+    final = data["val_loss"][[_cell(data, d)[0] for d in paper.FIG6_DEPTHS], -1]
+    assert np.diff(final).min() > 0  # at the last checkpoint the deeper model is the worse
+    verdicts = _verdicts(data)
+    assert verdicts["fig6-paper-rerun-depth-lowers-loss"] == "holds"
+    assert verdicts["fig8-paper-rerun-best-lr-is-fig6-rate"] == "holds"
+    assert verdicts["fig8-paper-rerun-lr-u-shape"] == "holds"
+
+
+@pytest.mark.parametrize("by_depth, verdict", [((5.4, 5.3, 5.2, 5.1), "holds"), ((5.4, 5.3, 5.2, 5.25), "fails")])
+def test_every_added_depth_must_lower_the_best_loss(by_depth, verdict):
+    loss = dict(zip(paper.FIG6_DEPTHS, by_depth, strict=True))
+    data = _sweep(_dip_and_bounce, lambda d, lr: loss[d] + 0.3 * (np.log10(lr) + 4) ** 2)
+    assert _verdicts(data)["fig6-paper-rerun-depth-lowers-loss"] == verdict
+
+
+@pytest.mark.parametrize("low_end, high_end, verdict", [(0.5, 0.5, "holds"), (0.05, 1.0, "fails"),
+                                                         (1.0, 0.05, "fails")])
+def test_the_u_needs_both_ends_worse_than_the_bar(low_end, high_end, verdict):
+    def loss(d, lr):
+        worse = {1e-6: low_end, 1e-2: high_end}.get(lr, 0.3 * abs(np.log10(lr) + 4) / 3)
+        return 5.4 - 0.1 * np.log2(d) + worse
+    data = _sweep(_dip_and_bounce, loss)
+    assert paper.lr_u_depth(data) == pytest.approx(min(low_end, high_end))
+    assert _verdicts(data)["fig8-paper-rerun-lr-u-shape"] == verdict
+
+
+@pytest.mark.parametrize("collapsed, verdict", [((1e-3, 1e-2), "holds"), ((1e-3,), "fails"), ((1e-2,), "fails")])
+def test_layer_0_must_collapse_at_both_high_rates(collapsed, verdict):
+    data = _sweep(_dip_and_bounce, _paper_like_loss)
+    for lr in (1e-3, 1e-2):
+        if lr not in collapsed:
+            data["attn_entropy"][_cell(data, 5, lr), :, 0] = FALLS
+    assert _verdicts(data)["fig8-paper-rerun-high-lr-collapse"] == verdict
+
+
+def test_a_cells_curves_are_the_mean_of_its_seeds():
+    data = _sweep(_dip_and_bounce, _paper_like_loss)
+    rows = _cell(data, 5, 1e-3)
+    data["attn_entropy"][rows, -1, 0] = [0.0, 0.0, 0.12]  # one seed of three collapses less: the mean is 0.04
+    data["val_loss"][rows, -1] = [4.0, 5.0, 9.0]
+    entropy, loss = paper.seed_mean(data, 5, 1e-3)
+    assert entropy.shape == (len(STEPS), 5) and loss.shape == (len(STEPS),)
+    assert entropy[-1, 0] == pytest.approx(0.04) and loss[-1] == pytest.approx(6.0)
+    assert np.allclose(entropy[:-1], data["attn_entropy"][rows, :-1, :5].mean(axis=0))
+    assert _verdicts(data)["fig8-paper-rerun-high-lr-collapse"] == "holds"
+
+
+def test_a_run_is_whole_with_every_layer_of_its_depth_and_none_beyond():
+    data = _sweep(_dip_and_bounce, _paper_like_loss)
+    assert np.isnan(data["attn_entropy"][_cell(data, 2), :, 2:]).all()  # layers a model does not have
+    assert paper.incomplete_runs(data) == []
+    data["attn_entropy"][_cell(data, 2)[1], 30, 1] = np.nan  # its top layer's entropy lost at one checkpoint
+    assert paper.incomplete_runs(data) == [c.name for c in paper_sweep_configs() if (c.n_layers, c.seed) == (2, 2)]

@@ -160,9 +160,7 @@ def dip_and_rebound(curve: np.ndarray) -> float:
     if not np.isfinite(curve).all():
         return float("nan")
     k = int(np.argmin(curve))
-    if not 0 < k < len(curve) - 1:
-        return 0.0
-    return float(min(curve[0] - curve[k], curve[-1] - curve[k]))
+    return float(min(curve[0] - curve[k], curve[-1] - curve[k]))  # one of the two is 0 with k at an end
 
 
 def rebound(curve: np.ndarray) -> float:
@@ -170,7 +168,7 @@ def rebound(curve: np.ndarray) -> float:
     if not np.isfinite(curve).all():
         return float("nan")
     k = int(np.argmin(curve))
-    return float(curve[-1] - curve[k]) if 0 < k < len(curve) - 1 else 0.0
+    return float(curve[-1] - curve[k]) if k > 0 else 0.0  # with k last, curve[-1] - curve[k] is 0
 
 
 def so_far_rows(data: FigureData) -> list[dict[str, object]]:
