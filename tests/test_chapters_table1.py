@@ -131,3 +131,49 @@ def test_the_layer0_margins_read_layer_0_at_level_0():
         for measure, real_key, control_key in measures:
             margin = measure({real_key: real, control_key: control})
             assert (margin > 10) == ((layer, level) == (0, 0)), (measure.__name__, layer, level, margin)
+
+
+def test_the_paper_scale_margins_read_layer_i_at_level_i_in_both_tables(paper_run):
+    """Each paper-scale claim compares layer i's score of level i, trained against untrained or control, and only
+    that entry: the diagonal entries and the rest of the tables all differ, so reading another entry in either table
+    gives another verdict."""
+    from joma_lib.chapters.table1.table1_paper import PAPER_CLAIMS
+
+    rng = np.random.default_rng(1)
+    base = np.full(paper_run[0]["init"].shape, 0.1)  # [setting, seed, layer, level]
+    base[:, :, 0, 0], base[:, :, 1, 1] = 0.3, 0.6
+    diagonal = np.zeros(base.shape, dtype=bool)
+    diagonal[:, :, 0, 0] = diagonal[:, :, 1, 1] = True
+    untrained = base + 0.01 * rng.standard_normal(base.shape)
+    for advantage_at, verdict in ((diagonal, "holds"), (~diagonal, "fails")):
+        trained = untrained + 0.4 * advantage_at + 0.01 * rng.standard_normal(base.shape)
+        data = dict(paper_run[0], trained=trained, init=untrained, control=untrained.copy())
+        verdicts = {claim.claim_id: claim.evaluate(data)[1] for claim in PAPER_CLAIMS}
+        assert set(verdicts.values()) == {verdict}, verdicts
+
+
+def test_the_pooled_margin_is_the_mean_gap_over_the_root_mean_square_of_both_seed_sds():
+    from joma_lib.chapters.table1.table1 import SD_FLOOR, pooled_margin
+
+    real = np.array([[1.0, 2.0, 3.0], [5.0, 6.0, 7.0]])  # two settings; seed SD 1 (ddof=1)
+    control = np.zeros((2, 3))  # seed SD 0: the pooled SD is sqrt((1 + 0) / 2)
+    assert pooled_margin(real, control) == pytest.approx(2.0 / np.sqrt(0.5))  # the smaller setting's
+    assert pooled_margin(control, real) == pytest.approx(-6.0 / np.sqrt(0.5))
+    # no seed spread at all: the SD is floored, and the margin is finite
+    assert pooled_margin(np.ones((1, 3)), np.zeros((1, 3))) == pytest.approx(1.0 / SD_FLOOR)
+
+
+@pytest.mark.parametrize("change", ["seeds", "settings"])
+def test_a_stored_run_of_other_seeds_or_shape_is_refused(change, paper_run, tmp_path):
+    from joma_lib.chapters.table1.table1 import stored_table1
+
+    with np.load(paper_run[1]) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    if change == "seeds":
+        arrays["seeds"] = arrays["seeds"] + 100
+    else:
+        arrays["scores"] = arrays["scores"][:-1]
+    np.savez(tmp_path / "run.npz", **arrays)
+    with pytest.raises(ValueError, match="does not hold a run of the full configuration"):
+        stored_table1(tmp_path / "run.npz", "full")
+    assert stored_table1(paper_run[1], "full")["trained"].shape == paper_run[0]["trained"].shape
