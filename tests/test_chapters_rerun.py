@@ -24,6 +24,9 @@ def test_smallest_bounce_over_every_layer_of_every_depth(toy_runs):
     assert smallest_bounce(data) == pytest.approx(0.1)
     data["attn_entropy"][1, -1, 1] = 1.0  # the top layer's minimum moves to the last checkpoint
     assert np.isnan(smallest_bounce(data))
+    data["attn_entropy"][1, -1, 1] = 2.0
+    data["attn_entropy"][1, 1, 1] = np.nan  # a value missing inside the run, in a later panel than the first
+    assert np.isnan(smallest_bounce(data))
 
 
 def test_stable_rank_drop_and_rebound_use_only_each_depths_layers():
@@ -36,6 +39,8 @@ def test_stable_rank_drop_and_rebound_use_only_each_depths_layers():
     assert srank_rebound(data) == pytest.approx(0.2)  # the weakest rebound
     data["stable_rank"][1, :, 1] = [2.0, 1.9, 2.5]  # a dip of 5 % then a rise: no drop, so no bounce
     assert srank_rebound(data) == 0.0
+    data["stable_rank"][1, 1, 1] = np.nan  # a value missing, in a later panel than the first: no verdict
+    assert np.isnan(srank_drop(data)) and np.isnan(srank_rebound(data))
 
 
 def test_the_standin_corpus_sizes_are_those_the_runs_read():

@@ -50,3 +50,84 @@ def test_fig8_titles_and_best_lr_match_the_paper(official_dir: Path) -> None:
     assert panel_title(data, 4, "lr") == "lr: 1e-4, val: 5.17"
     assert data["lr"][np.argmin(data["min_val_loss"])] == pytest.approx(1e-4)
     assert data["n_seeds"].tolist() == [3, 3, 1, 3, 3, 3, 3]  # the 1e-5 cell has one seed in the published data
+
+
+# --- the claims' measures on made-up panels: each guard of a measure changes a verdict ---
+
+STEPS = np.arange(0, 58_001, 1000)
+
+
+def _curve(drop_at: int, drop: float, rise: float, start: float = 2.5) -> np.ndarray:
+    """An entropy that falls by ``drop`` to its minimum at step ``drop_at``, then climbs by ``rise`` to the end."""
+    down = start - drop * np.minimum(STEPS / max(drop_at, 1), 1.0)
+    return np.where(STEPS <= drop_at, down, start - drop + rise * (STEPS - drop_at) / (STEPS[-1] - drop_at or 1))
+
+
+BOUNCING = _curve(2000, 1.0, 0.7)  # early, deep, and a rise of 0.7 nats
+FLAT_LOW = _curve(4000, 1.0, 0.02)  # drops and hardly rises
+
+
+def _panels(curves: dict[int, list[np.ndarray]], losses: dict[int, float], lr: float = 1e-4) -> dict[str, np.ndarray]:
+    """Fig. 6-shaped data: one panel per depth, ``curves[depth]`` its layers' entropies, ``losses[depth]`` its best
+    validation loss."""
+    depths = sorted(curves)
+    entropy = np.full((len(depths), STEPS.size, max(depths)), np.nan)
+    for p, depth in enumerate(depths):
+        entropy[p, :, :depth] = np.stack(curves[depth], axis=1)
+    return {"nlayers": np.array(depths), "lr": np.full(len(depths), lr), "minibatch": np.tile(STEPS, (len(depths), 1)),
+            "attn_entropy": entropy, "min_val_loss": np.array([losses[d] for d in depths]),
+            "val_loss": np.array([[losses[d]] * STEPS.size for d in depths])}
+
+
+def _fig6(one: np.ndarray = BOUNCING, five: np.ndarray = BOUNCING, ten_lower: np.ndarray = FLAT_LOW,
+          ten_upper: tuple[np.ndarray, ...] = (BOUNCING,) * 7, losses=(5.357, 5.255, 5.169, 5.110)):
+    curves = {1: [one], 2: [BOUNCING] * 2, 5: [BOUNCING] * 4 + [five], 10: [ten_lower] * 3 + list(ten_upper)}
+    return _panels(curves, dict(zip((1, 2, 5, 10), losses, strict=True)))
+
+
+def _fig6_verdicts(data) -> dict[str, str]:
+    from joma_lib.chapters.wikitext.figures import FIG6_CLAIMS
+
+    return {claim.claim_id: claim.evaluate(data)[1] for claim in FIG6_CLAIMS}
+
+
+def test_fig6_claims_hold_on_panels_shaped_like_the_authors():
+    assert set(_fig6_verdicts(_fig6()).values()) == {"holds"}
+
+
+@pytest.mark.parametrize("one", [
+    _curve(20_000, 1.0, 0.7),  # the minimum late in the run, not early
+    _curve(58_000, 1.0, 0.0),  # the entropy only falls: its minimum is the last checkpoint
+    _curve(2000, 0.3, 0.7),  # a drop of 0.3 nats from 2.5 (12 %): no real drop
+])
+def test_the_one_layer_bounce_needs_an_early_deep_interior_minimum(one):
+    assert _fig6_verdicts(_fig6(one=one))["fig6-authors-bounce"] == "fails"
+
+
+def test_every_layer_of_the_shallow_models_and_of_layers_3_9_must_rise_after_an_interior_minimum():
+    falls = _curve(58_000, 1.0, 0.0)
+    assert _fig6_verdicts(_fig6(five=falls))["fig6-authors-shallow-every-layer-bounce"] == "fails"  # the 5-layer top
+    # layer 3 of the 10-layer model, the lowest of the upper layers: an interior minimum and no rise, or no minimum
+    # inside the run at all, though it ends high above where it started
+    for layer3 in (FLAT_LOW, _curve(58_000, 1.0, 0.0), _curve(0, 0.0, 1.0)):
+        upper = (layer3,) + (BOUNCING,) * 6
+        assert _fig6_verdicts(_fig6(ten_upper=upper))["fig6-deep-upper-layers-bounce"] == "fails"
+
+
+def test_the_deep_models_lowest_layers_must_drop_and_not_rise():
+    from joma_lib.chapters.wikitext.figures import suppressed_lower_bounce
+
+    assert suppressed_lower_bounce(_fig6()) == pytest.approx(0.02)
+    for lower in (_curve(4000, 0.3, 0.02), np.full(STEPS.size, 2.5)):  # a drop of 12 %, or none
+        data = _fig6(ten_lower=lower)
+        assert np.isnan(suppressed_lower_bounce(data))
+        assert _fig6_verdicts(data)["fig6-deep-lower-layers-suppressed"] == "fails"
+
+
+@pytest.mark.parametrize("losses, failing", [
+    ((5.357, 5.255, 5.169, 5.111), {"fig6-authors-losses"}),  # one title off in its third decimal
+    ((5.357, 5.255, 5.269, 5.110), {"fig6-authors-losses", "fig6-deeper-lower-loss"}),  # 5 layers worse than 2
+])
+def test_the_titles_and_the_depth_order_are_read_from_every_panel(losses, failing):
+    verdicts = _fig6_verdicts(_fig6(losses=losses))
+    assert {k for k, v in verdicts.items() if v == "fails"} == failing

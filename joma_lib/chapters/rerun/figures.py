@@ -170,12 +170,12 @@ def smallest_bounce(data: FigureData) -> float:
     summaries = [panel_summary(data, p) for p in range(int(data["nlayers"].size))]
     if not all(s.interior.all() for s in summaries):
         return float("nan")
-    return float(min(s.bounce.min() for s in summaries))
+    return float(np.min([s.bounce.min() for s in summaries]))  # numpy's: a NaN in a later panel stays NaN
 
 
 def srank_drop(data: FigureData) -> float:
-    """Largest ratio, over layers, of the minimum stable rank to its initial value."""
-    return float(max((s.min(axis=0) / s[0]).max() for s in _per_layer(data, "stable_rank")))
+    """Largest ratio, over layers, of the minimum stable rank to its initial value (NaN if a value is missing)."""
+    return float(np.max([(s.min(axis=0) / s[0]).max() for s in _per_layer(data, "stable_rank")]))
 
 
 def srank_rebound(data: FigureData) -> float:
