@@ -34,6 +34,8 @@ def test_pythia_verdict_on_curves_of_the_stand_in_shape():
     ([4.0, 3.3, 4.0], 0.0),        # a smaller one does not: a wobble is no drop to bounce back from
     ([30.0, 29.98, 45.0], 0.0),    # a curve that only rises after a negligible dip (the ratio was 751)
     ([4.0, np.nan, 2.0, 3.0], np.nan),  # a missing value
+    ([4.0, 2.0, 3.0, np.nan], np.nan),  # at the last checkpoint, where a minimum would give 0
+    ([np.nan, 2.0, 3.0], np.nan),  # at the first
 ])
 def test_bounce_fraction(curve, fraction):
     assert fig7.bounce_fraction(np.array(curve)) == pytest.approx(fraction, nan_ok=True)
