@@ -101,3 +101,39 @@ def test_linear_runs_ending_on_different_centres_are_not_one_direction():
     cos[-1] = 1.0
     assert verdict("c-thm3-relu", "thm3-linear-single-direction",
                    {**data, "traj_linear": traj, "cos_linear": cos}) == "fails"
+
+
+def test_an_entropy_that_only_falls_is_not_sparse_then_dense():
+    """Fig. 4's drop counts only down to an interior minimum: a curve falling by as much, but to its last point,
+    has neither the dip nor the rise."""
+    data = load_reference("fig4")
+    falling = np.linspace(data["entropy"][0], data["entropy"].min(), data["entropy"].size)
+    for claim_id in ("fig4-sparse", "fig4-sparse-then-dense"):
+        assert verdict("fig4", claim_id, data) == "holds"
+        assert verdict("fig4", claim_id, {**data, "entropy": falling}) == "fails"
+
+
+def test_too_few_targets_reached_leave_no_order_to_judge():
+    """Only the two largest of six targets reach 90 %, in order: no violation among them, but no verdict either."""
+    mu, steps = np.arange(1.0, 7.0), np.arange(6)
+    v = np.full((steps.size, mu.size), 0.5) * mu
+    v[1:, 4], v[:, 5] = 0.95 * mu[4], 0.95 * mu[5]
+    assert get_claim("fig4-salient-first").evaluate({"mu": mu, "v_snapshots": v, "snapshot_steps": steps})[1] == "fails"
+
+
+def test_the_linear_entropy_may_not_rise_at_any_step_after_the_first_nor_end_high():
+    data = load_reference("c-fig4-variants")
+    rise = data["linear_entropy"].copy()
+    rise[2] = rise[1] + 1e-6  # one small rise, at the second step
+    assert verdict("c-fig4-variants", "thm2-linear-entropy-monotone", {**data, "linear_entropy": rise}) == "fails"
+    late = data["linear_entropy"].copy()
+    late[-1] = 1.0  # down to 0, then up again at the end: the final entropy is what counts
+    assert verdict("c-fig4-variants", "thm2-linear-sparse", {**data, "linear_entropy": late}) == "fails"
+
+
+def test_every_rate_ratio_is_judged_at_the_last_time():
+    data = load_reference("c-thm4-rates")
+    assert verdict("c-thm4-rates", "thm4-rate-ratio", data) == "holds"
+    ratios = data["ratios"].copy()
+    ratios[-1, 0] *= 1.01  # the first pair's ratio 1 % off its limit at t = 200, the second pair's as it was
+    assert verdict("c-thm4-rates", "thm4-rate-ratio", {**data, "ratios": ratios}) == "fails"
