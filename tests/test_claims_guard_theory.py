@@ -137,3 +137,28 @@ def test_every_rate_ratio_is_judged_at_the_last_time():
     ratios = data["ratios"].copy()
     ratios[-1, 0] *= 1.01  # the first pair's ratio 1 % off its limit at t = 200, the second pair's as it was
     assert verdict("c-thm4-rates", "thm4-rate-ratio", {**data, "ratios": ratios}) == "fails"
+
+
+@pytest.mark.parametrize("claim_id, i", [("thm1-linear-invariant", 0), ("thm1-exp-invariant", 1)])
+def test_the_invariant_is_judged_on_every_activation_at_every_time_of_the_larger_rate(claim_id, i):
+    """A residual of 0.1 at one time inside the run, for one activation other than the first, at lr 0.1 fails the
+    claim; so does a run of one activation in which no logit moved."""
+    data = load_reference("c-invariant-residual")
+    assert verdict("c-invariant-residual", claim_id, data) == "holds"
+    residual = data["residual"].copy()
+    residual[i, 2, 0, residual.shape[-1] // 2] = 0.1
+    assert verdict("c-invariant-residual", claim_id, {**data, "residual": residual}) == "fails"
+    still = data["max_z_move"].copy()
+    still[i, 3] = 0.1
+    assert verdict("c-invariant-residual", claim_id, {**data, "max_z_move": still}) == "fails"
+
+
+def test_every_learning_rate_ratio_counts_and_every_run_must_move():
+    data = load_reference("c-invariant-lr-ratio")
+    assert verdict("c-invariant-lr-ratio", "thm1-any-lr-ratio", data) == "holds"
+    residual = data["residual"].copy()
+    residual[1, 2, 5] = 0.05  # one ratio, one activation, exp attention
+    assert verdict("c-invariant-lr-ratio", "thm1-any-lr-ratio", {**data, "residual": residual}) == "fails"
+    still = data["max_z_move"].copy()
+    still[0, 1, 0] = 0.1  # one run in which no logit moved
+    assert verdict("c-invariant-lr-ratio", "thm1-any-lr-ratio", {**data, "max_z_move": still}) == "fails"
