@@ -162,3 +162,29 @@ def test_every_learning_rate_ratio_counts_and_every_run_must_move():
     still = data["max_z_move"].copy()
     still[0, 1, 0] = 0.1  # one run in which no logit moved
     assert verdict("c-invariant-lr-ratio", "thm1-any-lr-ratio", {**data, "max_z_move": still}) == "fails"
+
+
+def test_theorem2_closed_form_and_conserved_ratio_are_judged_at_every_time_after_0():
+    """One token off by 3e-5 (relative) at one time, the first after 0 for the ratio, mid-run for the integration:
+    each claim fails (a mean over times, or the last time alone, would let it pass)."""
+    data = load_reference("c-thm2-closed-form")
+    ratio, v_ode = data["ratio_sqrt2"].copy(), data["v_ode"].copy()
+    ratio[1, 2] *= 1 + 3e-5
+    v_ode[v_ode.shape[0] // 2, 2] *= 1 + 3e-5
+    assert verdict("c-thm2-closed-form", "thm2-conserved-ratio", {**data, "ratio_sqrt2": ratio}) == "fails"
+    assert verdict("c-thm2-closed-form", "thm2-closed-form", data) == "holds"
+    assert verdict("c-thm2-closed-form", "thm2-closed-form", {**data, "v_ode": v_ode}) == "fails"
+
+
+def test_the_most_salient_token_by_size_must_take_the_attention_and_keep_it():
+    data = load_reference("c-thm2-saliency")
+    claim = "thm2-most-salient-takes-all"
+    assert verdict("c-thm2-saliency", claim, data) == "holds"
+    # every saliency and v negated: the attention (P[l|m] e^{v^2/2}) is the same, the winner is the largest |saliency|
+    assert verdict("c-thm2-saliency", claim, {**data, "saliency": -data["saliency"], "v": -data["v"]}) == "holds"
+    other = data["attention"].copy()
+    other[-1] = other[-1, ::-1]  # another token ends on top
+    assert verdict("c-thm2-saliency", claim, {**data, "attention": other}) == "fails"
+    back = data["entropy"].copy()
+    back[-1] = 0.5 * back[0]  # sparse on the way, dense again at the end
+    assert verdict("c-thm2-saliency", claim, {**data, "entropy": back}) == "fails"
