@@ -188,3 +188,27 @@ def test_the_most_salient_token_by_size_must_take_the_attention_and_keep_it():
     back = data["entropy"].copy()
     back[-1] = 0.5 * back[0]  # sparse on the way, dense again at the end
     assert verdict("c-thm2-saliency", claim, {**data, "entropy": back}) == "fails"
+
+
+def test_fig2_needs_every_seeds_logits_to_move():
+    data = load_reference("fig2a")
+    still = data["z_move"].copy()
+    still[1] = 0.1  # the second seed's logits never moved: its NC of 1 says nothing
+    assert verdict("fig2a", "thm1-softmax-nc-gaussian", {**data, "z_move": still}) == "fails"
+
+
+def test_fig3_compares_sizes_and_growth_whatever_their_sign():
+    """Component 0 must end largest in absolute value, and grow late by more than any other changes, up or down."""
+    data = load_reference("fig3")
+    assert verdict("fig3", "fig3-salient-takes-all", data) == "holds"
+    assert verdict("fig3", "fig3-others-saturate", data) == "holds"
+    late = data["steps"] >= 1500
+    for component, end in ((1, -3.0), (0, -3.0)):  # another component ends at -3; component 0 ends at -3
+        v = data["v_node0"].copy()
+        v[-1, component] = end
+        assert verdict("fig3", "fig3-salient-takes-all", {**data, "v_node0": v}) == "fails", (component, end)
+    grown = data["v_node0"][late, 0][-1] - data["v_node0"][late, 0][0]
+    for component, change in ((0, -2 * grown), (2, -0.5)):  # component 0 shrinks late; component 2 falls late
+        v = data["v_node0"].copy()
+        v[late, component] += np.linspace(0.0, change, int(late.sum()))
+        assert verdict("fig3", "fig3-others-saturate", {**data, "v_node0": v}) == "fails", (component, change)
