@@ -177,3 +177,16 @@ def test_a_stored_run_of_other_seeds_or_shape_is_refused(change, paper_run, tmp_
     with pytest.raises(ValueError, match="does not hold a run of the full configuration"):
         stored_table1(tmp_path / "run.npz", "full")
     assert stored_table1(paper_run[1], "full")["trained"].shape == paper_run[0]["trained"].shape
+
+
+def test_table1_alignment_is_the_worst_settings():
+    """table1-layer0-aligned reads every setting: one setting other than the first below 0.8 fails it."""
+    from joma_lib.kit.harness import load_reference
+    from joma_lib.kit.registry import get_claim
+
+    data = load_reference("table1")
+    claim = get_claim("table1-layer0-aligned")
+    assert claim.evaluate(data)[1] == "holds"
+    low = data["trained_mean"].copy()
+    low[2, 0, 0] = 0.7
+    assert claim.evaluate({**data, "trained_mean": low})[1] == "fails"

@@ -212,3 +212,24 @@ def test_fig3_compares_sizes_and_growth_whatever_their_sign():
         v = data["v_node0"].copy()
         v[late, component] += np.linspace(0.0, change, int(late.sum()))
         assert verdict("fig3", "fig3-others-saturate", {**data, "v_node0": v}) == "fails", (component, change)
+
+
+def test_the_explorer_grid_is_judged_on_its_densest_linear_run():
+    """One linear run of the grid (not the first spread) that keeps 0.01 nats of entropy at the end fails the claim,
+    though every other run ends at 0."""
+    data = load_reference("c-explorer-grid")
+    entropy = data["entropy"].copy()
+    entropy[0, 3, 2, -1] = 0.01
+    assert verdict("c-explorer-grid", "explore-linear-sparse-everywhere", {**data, "entropy": entropy}) == "fails"
+
+
+def test_relu_weights_must_end_at_a_centre_not_pass_one():
+    """Runs that come within cosine 0.995 of a centre mid-run and end at 0.95 have not settled there: with only two
+    runs ending above 0.99 the claim fails."""
+    data = load_reference("c-thm3-relu")
+    assert verdict("c-thm3-relu", "thm3-relu-settles-at-centres", data) == "holds"
+    cos = data["cos_relu"].copy()
+    cos[cos.shape[0] // 2] = 0.995
+    cos[-1] = 0.95
+    cos[-1, :2] = 0.995
+    assert verdict("c-thm3-relu", "thm3-relu-settles-at-centres", {**data, "cos_relu": cos}) == "fails"
