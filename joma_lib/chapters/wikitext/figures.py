@@ -108,8 +108,8 @@ def suppressed_lower_bounce(data: FigureData) -> float:
 def _shallow_smallest_bounce(data: FigureData) -> float:
     """Smallest rise after an interior minimum over every layer of the 1-, 2- and 5-layer models (NaN if some
     layer's minimum is at an end of the run)."""
-    # numpy's min, not Python's: Python's drops a NaN that does not come first (a 2- or 5-layer model's layer without
-    # an interior minimum went unnoticed)
+    # numpy's min, not Python's, which drops a NaN that does not come first (a 2- or 5-layer model's layer without
+    # an interior minimum)
     return float(np.min([np.min(_bounce_if_interior(_summary_of_nlayers(data, n), slice(None))) for n in (1, 2, 5)]))
 
 
