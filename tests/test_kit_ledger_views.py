@@ -33,6 +33,9 @@ def test_a_blind_paper_claim_is_shown_but_not_counted():
     assert not blind.evidence and held.evidence and not _row("toy-c", "holds", kind="companion").evidence
     assert ledger_views.headline([blind, held]) == ("paper claims: 1 hold, 0 fail, 0 not run; 1 more holds without "
                                                     "the mechanism too (untrained or control), not counted")
+    # a companion claim may be blind too (the re-run's quick bounce is): it is no paper claim, counted or not
+    companion_blind = _row("toy-c-blind", "holds", kind="companion", blind="holds untrained")
+    assert ledger_views.headline([blind, held, companion_blind]) == ledger_views.headline([blind, held])
     assert "not counted: holds without the mechanism too (holds on the untrained network too)" in \
         ledger_views.html_table([blind])
     assert blind.as_json()["blind"] == "holds on the untrained network too" and "blind" not in held.as_json()
