@@ -181,7 +181,6 @@ def test_a_stored_run_of_other_seeds_or_shape_is_refused(change, paper_run, tmp_
 
 def test_table1_alignment_is_the_worst_settings():
     """table1-layer0-aligned reads every setting: one setting other than the first below 0.8 fails it."""
-    from joma_lib.kit.harness import load_reference
     from joma_lib.kit.registry import get_claim
 
     data = load_reference("table1")
