@@ -61,6 +61,9 @@ def test_flow_readings_summarise_the_table_by_activation_and_ratio():
             ("linear", "silu", 3.0, 2.0, 2e-11, 0.4), ("exp", "silu", 2.0, 1.5, 5e-12, 0.2)]
     assert flow_readings(rows) == {"thm1-flow-zmin": 0.7, "thm1-flow-smooth": 2e-11, "thm1-flow-relu": 3e-7,
                                    "thm1-flow-unscaled": 0.2}
+    # a run that lost its numbers (NaN) after the first row shows in every reading it enters, never read past
+    lost = [*rows[:2], ("linear", "silu", 3.0, np.nan, np.nan, np.nan), rows[3]]
+    assert all(np.isnan(v) for k, v in flow_readings(lost).items() if k != "thm1-flow-relu")
 
 
 def test_residual_readings_read_the_exact_kinds_and_softmax_apart():

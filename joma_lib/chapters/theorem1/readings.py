@@ -24,10 +24,11 @@ def flow_readings(rows: Sequence[FlowRow]) -> dict[str, float]:
     moves its logits at least that far), ``thm1-flow-smooth`` and
     ``thm1-flow-relu`` (the largest residual with a smooth activation and with ReLU), ``thm1-flow-unscaled`` (the
     smallest residual with the ratio ignored, over the runs at unequal rates)."""
-    return {"thm1-flow-zmin": float(min(row[3] for row in rows)),
-            "thm1-flow-smooth": float(max(row[4] for row in rows if row[1] != "relu")),
-            "thm1-flow-relu": float(max(row[4] for row in rows if row[1] == "relu")),
-            "thm1-flow-unscaled": float(min(row[5] for row in rows if row[2] != 1))}
+    # numpy's reductions: Python's min and max skip a NaN that does not come first, and the prose would read past it
+    return {"thm1-flow-zmin": float(np.min([row[3] for row in rows])),
+            "thm1-flow-smooth": float(np.max([row[4] for row in rows if row[1] != "relu"])),
+            "thm1-flow-relu": float(np.max([row[4] for row in rows if row[1] == "relu"])),
+            "thm1-flow-unscaled": float(np.min([row[5] for row in rows if row[2] != 1]))}
 
 
 def residual_readings(data: FigureData) -> dict[str, float]:
