@@ -22,6 +22,16 @@ def test_hidden_median_max_skips_only_the_padding_after_a_shallower_model():
     for lost in ([[0.1, nan, 0.2], [0.4, 0.1, 0.3]], [[0.1, 0.3, 0.2], [nan, nan, nan]],
                  [[0.1, 0.3, nan], [0.4, nan, nan]]):
         assert np.isnan(hidden_median_max({"hidden_median": np.array(lost)})), lost
+    # a hole in the second model, after the first's finite layers: numpy's reduction keeps it, Python's max would not
+    assert np.isnan(hidden_median_max({"hidden_median": np.array([[0.1, 0.3, 0.2], [0.4, nan, 0.1]])}))
+
+
+def test_the_embedding_claim_reads_the_median_column_of_every_model():
+    """Columns are the quantiles (median, 90 %, 99 %): the claim is on the medians, the largest over models."""
+    claim = next(c for c in get_spec("c-setting-pretrained").claims
+                 if c.claim_id == "setting-token-embeddings-near-orthogonal")
+    quantiles = np.array([[0.10, 0.50, 0.90], [0.15, 0.60, 0.95]])
+    assert claim.evaluate({"embedding_quantiles": quantiles})[0] == 0.15
 
 
 def test_the_pretrained_claims_come_out_as_the_book_states_on_the_reference():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from joma_lib.chapters.fig5.explorer import hierarchy_explorer
-from joma_lib.chapters.fig5.figures import make_fig5, make_fig5_attention, make_fig5_tree
+from joma_lib.chapters.fig5.figures import FIG5_CLAIMS, make_fig5, make_fig5_attention, make_fig5_tree
 from joma_lib.chapters.fig5.grid import make_hierarchy_grid
 from joma_lib.chapters.fig5.query import linear_query_run, query_run
 from joma_lib.theory.latent_tree import HBLT, association_time, cooccurrence_exact
@@ -45,6 +45,19 @@ def test_fig5_association_order_and_sparse_then_dense() -> None:
     e = data["entropy"]
     assert e.min() < e[0] - 1.0 and e[-1] > e.min() + 0.5  # attention first sparse, then dense
     assert float(data["t_sparse"]) == times[int(np.argmin(e))]
+
+
+def test_the_fig5_claims_read_every_height_and_every_checkpoint() -> None:
+    """``fig5-order`` is the smallest step between successive heights' association times, wherever it lies, and a
+    height that never associates (NaN) leaves it unmet; ``fig5-sparse-then-dense`` is unmet with a lost entropy."""
+    order, bounce = (next(c for c in FIG5_CLAIMS if c.claim_id == i).measure
+                     for i in ("fig5-order", "fig5-sparse-then-dense"))
+    for times, smallest in (([0.2, 0.1, 0.3, 0.5], -0.1), ([0.1, 0.2, 0.4, 0.3], -0.1), ([0.1, 0.3, 0.4, 0.6], 0.1)):
+        assert order({"assoc_time": np.array(times)}) == pytest.approx(smallest), times
+    assert np.isnan(order({"assoc_time": np.array([0.1, np.nan, 0.3, 0.4])}))
+    e = np.array([3.0, 1.5, np.nan, 1.0, 2.0])
+    assert np.isnan(bounce({"entropy": e}))
+    assert bounce({"entropy": np.nan_to_num(e, nan=1.2)}) == pytest.approx(1.0)  # the same curve, whole
 
 
 def test_fig5_attention_is_on_the_sibling_when_sparsest_and_spread_at_the_end() -> None:

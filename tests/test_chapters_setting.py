@@ -32,6 +32,22 @@ def test_both_claims_hold_and_the_first_fails_on_a_sheared_basis(data):
     assert SETTING_CLAIMS[0].evaluate(sheared)[1] == "fails"
 
 
+def test_the_orthonormality_claim_is_the_largest_entry_off_the_identity_either_way(data):
+    for sign in (1.0, -1.0):  # one off-diagonal entry moved, up or down: the value is its move
+        gram = data["gram_orthonormal"].copy()
+        gram[2, 5] += sign * 1e-6
+        assert SETTING_CLAIMS[0].evaluate({**data, "gram_orthonormal": gram})[0] == pytest.approx(1e-6, rel=1e-6)
+
+
+def test_the_coherence_claim_is_its_worst_dimension_and_needs_a_fall_at_every_step():
+    ratio = SETTING_CLAIMS[1].measure
+    falling = {"coherence": np.array([0.5, 0.3, 0.2]), "jl_eps": np.array([1.0, 1.0, 0.25])}
+    assert ratio(falling) == pytest.approx(0.8)  # the last dimension's 0.2 / 0.25
+    for coherence in ([0.3, 0.5, 0.2], [0.5, 0.3, 0.4]):  # rises first, or last
+        assert np.isnan(ratio({**falling, "coherence": np.array(coherence)})), coherence
+    assert np.isnan(ratio({**falling, "jl_eps": np.array([1.0, np.nan, 0.25])}))  # a bound lost after the first
+
+
 def test_the_figure_draws_and_bad_sizes_name_the_argument(data):
     assert len(plot_embeddings(data).axes) >= 3
     with pytest.raises(ValueError, match="n_tokens"):
