@@ -34,6 +34,26 @@ def test_the_band_measure_counts_checkpoints_after_the_first():
     assert bf16_inside_fp32_band(data) == 1.0
 
 
+def test_the_band_measure_reads_the_bf16_seed_mean_against_both_ends_of_the_band():
+    data = _data()
+    data["attn_entropy"][1][:, 2] = [2.5, 2.5, 1.9]  # mean 2.3, inside 2.0-2.4; the median and the first seed are not
+    assert bf16_inside_fp32_band(data) == pytest.approx(0.75)
+    below = _data()
+    below["attn_entropy"][1][:, 1:] = below["attn_entropy"][0][:, 1:] - 1.0  # each bf16 seed a nat under its fp32 one
+    assert bf16_inside_fp32_band(below) == 0.0
+
+
+def test_the_claim_is_the_band_measure_unless_bf16_changed_nothing_or_the_band_closes():
+    """Step 0 is the same in every run and is not read. One entry that bf16 left alone among moved ones is no sign
+    that bf16 changed nothing; fp32 seeds that meet at one checkpoint leave no spread to lie inside."""
+    data = _data()
+    assert figures.bf16_matches_fp32(data) == pytest.approx(0.5)
+    data["attn_entropy"][1][0, 1] = data["attn_entropy"][0][0, 1]
+    assert figures.bf16_matches_fp32(data) == pytest.approx(bf16_inside_fp32_band(data))
+    data["attn_entropy"][0][:, 3] = 2.6
+    assert np.isnan(figures.bf16_matches_fp32(data))
+
+
 def test_the_figure_draws_entropy_and_loss_with_the_fp32_band():
     fig = plot_precision(_data())
     assert [ax.get_ylabel() for ax in fig.axes] == ["attention entropy (nats)", "validation loss (nats)"]

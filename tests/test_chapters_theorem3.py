@@ -144,3 +144,29 @@ def test_a_resting_point_on_a_centre_or_at_zero_is_not_mixed():
     assert value(np.array([0.95, 0.95])) == pytest.approx(-0.2)  # on the diagonal, between the centres
     assert value(1.35 * centres[0]) == np.inf
     assert value(np.array([0.01, 0.02])) == np.inf
+    # opposite a centre is off it (cosine -1), and a cosine of 0.995 with a centre is on it
+    assert value(-1.35 * centres[0]) == pytest.approx(-0.2)
+    tilt = np.arccos(0.995)
+    near = np.array([[np.cos(tilt), -np.sin(tilt)], [np.sin(tilt), np.cos(tilt)]]) @ centres[0]
+    assert value(1.35 * near) == np.inf
+
+
+def test_the_monte_carlo_claim_is_the_worst_z_score_either_way():
+    """thm3-closed-form-mc: one entry of the Monte Carlo estimate moved 7 standard errors above or below the closed
+    form gives 7, and a lost entry (NaN) leaves the claim unmet."""
+    closed, stderr = np.array([[0.5, -0.2], [0.1, 0.3]]), np.array([[0.01, 0.02], [0.03, 0.04]])
+    for sign in (1.0, -1.0):
+        mc = closed.copy()
+        mc[1, 0] += sign * 7 * stderr[1, 0]
+        assert _claim_value("thm3-closed-form-mc", {"closed": closed, "mc": mc, "mc_stderr": stderr}) == \
+            pytest.approx(7.0)
+    lost = np.where(np.eye(2, dtype=bool), np.nan, closed)
+    assert np.isnan(_claim_value("thm3-closed-form-mc", {"closed": closed, "mc": lost, "mc_stderr": stderr}))
+
+
+def test_the_portrait_claims_read_the_speed_and_the_cosines_they_name():
+    """thm3-decay-finite-rest is the speed at the end points; thm3-decay-rests-near-centres counts cosines above
+    0.99 only (0.95 is near, not on, a centre; -0.995 is opposite one)."""
+    assert _claim_value("thm3-decay-finite-rest", {"final_speed": np.array(3e-4)}) == 3e-4
+    cosines = np.array([0.995, 0.95, -0.995, 0.999, 0.7])
+    assert _claim_value("thm3-decay-rests-near-centres", {"cos_relu": cosines}) == 2.0
