@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from joma_lib.chapters.rerun.figures import entropy_bounce, smallest_bounce, srank_drop, srank_rebound
+from joma_lib.chapters.rerun.figures import entropy_bounce, make_adam_reset, smallest_bounce, srank_drop, srank_rebound
+from joma_lib.kit import get_claim
 from joma_lib.kit.sweeps import entropy_panels
 
 
@@ -37,6 +38,9 @@ def test_stable_rank_drop_and_rebound_use_only_each_depths_layers():
     data = {"nlayers": np.array([1, 2]), "stable_rank": srank}
     assert srank_drop(data) == pytest.approx(0.75)  # the shallowest drop
     assert srank_rebound(data) == pytest.approx(0.2)  # the weakest rebound
+    data["stable_rank"][0, :, 0] = [4.0, 2.0, 2.1]
+    assert srank_rebound(data) == pytest.approx(0.05)  # now the first panel's
+    data["stable_rank"][0, :, 0] = [4.0, 2.0, 3.0]
     data["stable_rank"][1, :, 1] = [2.0, 1.9, 2.5]  # a dip of 5 % then a rise: no drop, so no bounce
     assert srank_rebound(data) == 0.0
     data["stable_rank"][1, 1, 1] = np.nan  # a value missing, in a later panel than the first: no verdict
@@ -54,3 +58,20 @@ def test_the_standin_corpus_sizes_are_those_the_runs_read():
     assert sizes["vocab"] > 33_278  # the paper-scale runs cut it to WikiText-2's standard vocabulary size
     reset = harness.load_reference("c-rerun-adam-reset")
     assert int(reset["epoch_boundaries"][0]) == sizes["epoch_steps"]
+
+
+def test_deeper_lower_loss_is_the_largest_rise_from_one_depth_to_the_next():
+    """The stored run has two depths; with more, every deeper model must reach a lower loss than the one before."""
+    measure = get_claim("fig6-rerun-deeper-lower-loss").measure
+    assert measure({"min_val_loss": np.array([5.0, 4.8])}) == pytest.approx(-0.2)
+    assert measure({"min_val_loss": np.array([5.0, 4.8, 4.9])}) == pytest.approx(0.1)
+    assert np.isnan(measure({"min_val_loss": np.array([5.0, 4.8, np.nan])}))  # the deepest model lost
+
+
+def test_the_adam_reset_bounce_is_the_seed_means_and_the_claim_reads_the_run_without_resets():
+    data = make_adam_reset()
+    for key in ("reset", "noreset"):
+        assert data[f"bounce_{key}"] == pytest.approx(entropy_bounce(data[f"entropy_{key}"].mean(axis=0)))
+    claim = get_claim("fig6-bounce-without-adam-reset")
+    assert claim.evaluate({**data, "bounce_reset": np.array(0.0)})[1] == "holds"
+    assert claim.evaluate({**data, "bounce_noreset": np.array(0.0)})[1] == "fails"
