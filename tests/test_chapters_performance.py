@@ -110,6 +110,11 @@ def test_each_goal_is_met_or_not_by_the_stored_numbers():
     assert all(g.met for g in goals)
     # the Table 1 goal reads the stack the command line trains (not vmap), in its fastest precision
     assert table1_steps(_table1(300))[0]["precision"] == "bf16"
+    # a depth whose step was not measured (NaN) after the first: the goals it enters are not met, the range says so
+    lost = _lm_stack([2.0, float("nan"), 10.0], [5.0, float("nan"), 15.0], 600)
+    assert [g.met for g in gpu.paper_scale_goals(lost, _table1(300))[:2]] == [False, False]
+    assert gpu.ratio_range(lost, "authors_over_one").startswith("nan")
+    assert all(np.isnan(gpu.launch_bound(lost)["stack_over_one"]))
     with pytest.raises(ValueError, match=r"rows 'stacked \(bmm\), <precision>'.*got \['stacked \(bmm\)'"):
         table1_steps({"results": {"rows": {"stacked (bmm)": {}}}})
 

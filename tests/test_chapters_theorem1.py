@@ -56,6 +56,16 @@ def test_invariant_holds_at_unequal_learning_rates_only_once_scaled():
         compute("c-invariant-lr-ratio", ratios=(0.0,))
 
 
+def test_a_lost_logit_move_in_either_run_shows_in_the_smaller_move(monkeypatch):
+    """max_z_move is the smaller of the two rates' moves; a NaN in the second run must not be skipped."""
+    from joma_lib.chapters.theorem1 import figures
+
+    moves = iter([0.5, np.nan, np.nan, 0.5])
+    monkeypatch.setattr(figures, "logit_move", lambda z: next(moves))
+    data = figures.make_invariant_residual(attentions=("linear",), phis=("tanh", "silu"), steps=4, n_points=2)
+    assert np.isnan(data["max_z_move"]).all()
+
+
 def test_flow_readings_summarise_the_table_by_activation_and_ratio():
     rows = [("exp", "tanh", 1.0, 0.9, 1e-11, 1e-11), ("exp", "relu", 1.0, 0.7, 3e-7, 3e-7),
             ("linear", "silu", 3.0, 2.0, 2e-11, 0.4), ("exp", "silu", 2.0, 1.5, 5e-12, 0.2)]

@@ -57,7 +57,7 @@ def ratio_range(lm_stack: Mapping[str, Any], key: str) -> str:
     """The smallest and the largest of a ratio over the depths (``authors_over_one``, ``authors_over_stacked``),
     as the page writes them (one value where both print alike)."""
     values = [r[key] for r in lm_stack["results"]["rows"]]
-    return span(min(values), max(values))
+    return span(float(np.min(values)), float(np.max(values)))  # numpy's: a NaN is never skipped
 
 
 def step_rows(lm_stack: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -85,7 +85,8 @@ def launch_bound(lm_stack: Mapping[str, Any]) -> dict[str, Any]:
     if len(same) < 2:
         raise ValueError(f"the layer cost needs two depths timed at one stack size; stack sizes by depth: {sizes}")
     layers = [r["layers"] for r in same]
-    return {"stack_over_one": (min(ratios), max(ratios)), "stacks": (min(sizes), max(sizes)), "layer_stack": common,
+    return {"stack_over_one": (float(np.min(ratios)), float(np.max(ratios))), "stacks": (min(sizes), max(sizes)),
+            "layer_stack": common,
             "layer_ms_one": float(np.polyfit(layers, [r["median_ms"][r["best_one"]] for r in same], 1)[0]),
             "layer_ms_stack": float(np.polyfit(layers, [r["median_ms"][r["best_stack"]] for r in same], 1)[0])}
 
@@ -93,7 +94,7 @@ def launch_bound(lm_stack: Mapping[str, Any]) -> dict[str, Any]:
 def paper_scale_goals(lm_stack: Mapping[str, Any], table1: Mapping[str, Any]) -> list[Goal]:
     """The goals of the paper-scale work on one GPU, each with what the stored benchmarks measured or project."""
     rows = lm_stack["results"]["rows"]
-    one, stacked = min(r["authors_over_one"] for r in rows), min(r["authors_over_stacked"] for r in rows)
+    one, stacked = (float(np.min([r[key] for r in rows])) for key in ("authors_over_one", "authors_over_stacked"))
     sweep_min = lm_stack["results"]["projected_paper_sweep_s"] / 60
     t1, t1_alone = table1_steps(table1)
     t1_min, t1_alone_min = t1["whole_table_s"] / 60, t1_alone["whole_table_s"] / 60

@@ -48,7 +48,7 @@ def make_invariant_residual(attentions: tuple[str, ...] = ATTENTIONS, phis: tupl
                 residual[i, j, m] = invariant_residual(traj.z[pick], traj.V(U_C)[pick], attention, spec.temperature,
                                                        b_bar=reference_mean_attention(spec, traj.z[0], X))[:, 0]
                 moves.append(logit_move(traj.z))
-            max_z_move[i, j] = min(moves)
+            max_z_move[i, j] = np.min(moves)  # numpy's: a lost (NaN) second run is never skipped
     return {"time": np.linspace(0, lr * steps, n_points), "residual": residual, "max_z_move": max_z_move,
             "lrs": np.array([lr, lr / lr_factor]), "attentions": np.array(attentions), "phis": np.array(phis)}
 
