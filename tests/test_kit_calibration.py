@@ -142,3 +142,7 @@ def test_tolerances_are_derived_from_the_largest_spread_and_the_gpus_own():
     assert cpu_only["b"]["gpu_atol"] == max(spec_a.for_device(True)[1], b["atol"])
     nan = np.array([np.nan, np.nan])
     assert calibration.max_deviation({"n": nan.copy()}, {"n": nan}) == {"n": 0.0}
+    # a value lost where the reference has one (after the first entry), or found where it has none, is an error
+    for lost, ref in (([1.0, 2.0, np.nan], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [1.0, np.nan, 3.0])):
+        with pytest.raises(ValueError, match=r"array 'n': NaN where the reference has a number.* at 1 of 3 entries"):
+            calibration.max_deviation({"n": np.array(lost)}, {"n": np.array(ref)})

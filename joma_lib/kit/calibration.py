@@ -88,7 +88,9 @@ def run_variant(fig_id: str, env: Mapping[str, str], params: Mapping[str, Any], 
 
 
 def max_deviation(new: FigureData, ref: FigureData) -> dict[str, float]:
-    """Per numeric array, ``max |new - ref|`` (NaN positions must agree; they count as equal)."""
+    """Per numeric array, ``max |new - ref|``. NaN positions must agree (there they count as equal), as verify
+    requires: a run that lost values where the reference has them, or the other way round, is an error, never a
+    small spread."""
     dev = {}
     for name, b in ref.items():
         a = np.asarray(new[name])
@@ -96,8 +98,13 @@ def max_deviation(new: FigureData, ref: FigureData) -> dict[str, float]:
             continue
         if a.shape != b.shape:
             raise ValueError(f"array {name!r}: shape {a.shape} differs from the reference's {b.shape}")
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        dev[name] = float(np.nanmax(diff)) if diff.size and not np.all(np.isnan(diff)) else 0.0
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        lost = np.isnan(a64) != np.isnan(b64)
+        if lost.any():
+            raise ValueError(f"array {name!r}: NaN where the reference has a number, or the other way round, at "
+                             f"{int(lost.sum())} of {lost.size} entries; a run that lost values measures no spread")
+        diff = np.abs(np.nan_to_num(a64 - b64, nan=0.0))
+        dev[name] = float(diff.max()) if diff.size else 0.0
     return dev
 
 
