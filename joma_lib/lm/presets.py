@@ -28,10 +28,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper-lr": dict(data="wikitext2", layers=[5], lr=[1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2], seeds=[1, 2, 3],
                      steps=58_000, eval_interval=1000),
     # the CPU reproduction of the companion (figure c-rerun-full), in the faster precision of the machine (the
-    # committed results were trained in bf16); about 7 minutes on 2 cores with --jobs 2
+    # committed results were trained in bf16); about 7 minutes on 2 cores with --jobs 2 in bf16, longer in fp32
     "rerun-full": dict(data="wikivital", layers=[1, 2], lr=[1e-3], seeds=[1, 2], steps=4000, eval_interval=100,
                        eval_chunks=20, max_vocab=4000, precision="auto"),
-    # its shortened version, rerun by CI (figure c-rerun-quick, one reference per precision); under a minute. The
+    # its shortened version, rerun by CI (figure c-rerun-quick, one reference per precision); 1-2 CPU-minutes. The
     # claim rerun-bf16-matches-fp32 (figure c-rerun-precision) checks that bf16 keeps its entropy curve in fp32's
     # seed band
     "rerun-quick": dict(data="wikivital", layers=[1, 2], lr=[1e-3], seeds=[1], steps=600, eval_interval=50,

@@ -1,12 +1,12 @@
 """Figures of the "Our re-run" page: attention entropy and stable rank while our model trains on real text.
 
 * ``c-rerun-full``: the CPU reproduction (1- and 2-layer models on Wikipedia leads, preset
-  ``rerun-full`` of :mod:`joma_lib.lm.presets`, two seeds, about 7 minutes on 2 cores). ``make``
+  ``rerun-full`` of :mod:`joma_lib.lm.presets`, two seeds, about 7 minutes on 2 cores in bf16, longer in fp32). ``make``
   reads the committed results written by the one documented command
   (``python -m joma_lib.lm run --preset rerun-full --jobs 2 --out runs/rerun-full --results
   joma_lib/lm/results/rerun-full.npz``); it does not retrain.
 * ``c-rerun-srank``: the stable rank of each layer's lower MLP weight in the same runs.
-* ``c-rerun-quick``: a shortened run (preset ``rerun-quick``, about a minute) that ``make``
+* ``c-rerun-quick``: a shortened run (preset ``rerun-quick``, one to two CPU-minutes) that ``make``
   really trains, so that CI checks the training code against its committed reference.
 
 The entropy panels are drawn by the same code as the paper's Figs. 6 and 8 from the

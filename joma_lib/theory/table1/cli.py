@@ -1,7 +1,8 @@
 """``python -m joma_lib table1``: train and print Table 1 (:mod:`joma_lib.theory.table1.runs`), or search the
 configurations (:mod:`joma_lib.theory.table1.exploration`).
 
-``--config quick`` runs on 2 CPU cores in about a minute; ``full`` is the paper's configuration, meant for a GPU::
+``--config quick`` takes a few CPU-minutes (130 s on one core of a 2-core AMD EPYC); ``full`` is the paper's
+configuration, meant for a GPU::
 
     python -m joma_lib table1 --config quick|full --device auto|cpu|cuda --seeds 1 2 3
     python -m joma_lib table1 --explore [NAME ...]        # the configuration search (resumable)

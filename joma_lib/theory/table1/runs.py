@@ -34,8 +34,9 @@ CONFIGS: dict[str, Table1Config] = {
     # in "quick"): the widest that fits 10 CPU-minutes on one core. Measured on the shared 2-core machine (20 vs
     # 80 steps, extrapolated to the 24 runs of 300 steps): width 128: 314-452 CPU-s, 160: 685, 192: 810, 256: 1414.
     "wide": replace(PAPER_DATA_QUICK, d_model=128, d_hidden=512),
-    # Scaled down for 2 CPU cores (about 40 s of CPU time for the whole table): width 32 instead of 1024,
-    # 300 Adam steps of 32 sequences at lr 3e-3 instead of 10k steps of 128 at 1e-4, 3 seeds, one thread.
+    # Scaled down for 2 CPU cores (a few CPU-minutes for the whole table: 130 s on one core of a 2-core AMD EPYC):
+    # width 32 instead of 1024, 300 Adam steps of 32 sequences at lr 3e-3 instead of 10k steps of 128 at 1e-4, 3 seeds,
+    # one thread.
     "quick": PAPER_DATA_QUICK,
     # A check of the machinery, not of the paper (stacked against unstacked, checkpoints, a GPU's first run):
     # 2 settings x 2 seeds x real/shuffled labels at width 16, 20 steps; seconds on a CPU, scores meaningless.
