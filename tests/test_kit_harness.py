@@ -12,7 +12,7 @@ import pytest
 from joma_lib.base.io import InputUnavailableError
 from joma_lib.kit import harness
 from joma_lib.kit.cli import main
-from joma_lib.kit.registry import FigureSpec
+from joma_lib.kit.registry import FigureSpec, Tolerance
 
 registry_module = importlib.import_module("joma_lib.kit.registry")  # the module, not the function
 
@@ -82,6 +82,32 @@ def test_shape_or_name_change_fails(toy_registry):
     assert "shape" in harness.verify("c-toy").message
     harness.write_reference("c-toy", {"x": ref["x"]})
     assert "array names differ" in harness.verify("c-toy").message
+
+
+def test_the_same_values_in_another_shape_fail(toy_spec):
+    ref = {"x": np.arange(6.0).reshape(2, 3), "y": np.array([1.0])}
+    result = harness.compare(toy_spec, {"x": np.arange(6.0).reshape(3, 2), "y": ref["y"]}, ref)
+    assert not result.passed and result.worst_array == "x" and "shape (3, 2) != reference (2, 3)" in result.message
+
+
+def test_an_array_the_new_data_lack_fails_and_is_named(toy_spec):
+    ref = {"x": np.array([1.0]), "y": np.array([2.0]), "z": np.array([3.0])}
+    result = harness.compare(toy_spec, {"x": ref["x"].copy(), "y": ref["y"].copy()}, ref)
+    assert not result.passed and "missing ['z']" in result.message
+
+
+def test_a_purely_relative_tolerance_where_the_reference_is_zero(toy_spec):
+    """With atol 0 the bound is 0 where the reference is 0: an exact match there uses none of it, any deviation
+    there is beyond it, and neither hides a deviation elsewhere (0/0 is NaN, and the largest of NaN and 5 is NaN)."""
+    relative = {"y": Tolerance(rtol=1e-6, atol=0.0)}
+    ref = {"x": np.array([1.0]), "y": np.array([0.0, 2.0])}
+    same = harness.compare(toy_spec, {k: v.copy() for k, v in ref.items()}, ref, tolerances=relative)
+    assert same.passed and same.ratio == 0.0
+    elsewhere = harness.compare(toy_spec, {"x": ref["x"], "y": np.array([0.0, 2.0 * (1 + 5e-6)])}, ref,
+                                tolerances=relative)
+    assert not elsewhere.passed and elsewhere.worst_array == "y" and elsewhere.ratio == pytest.approx(5.0)
+    at_zero = harness.compare(toy_spec, {"x": ref["x"], "y": np.array([1e-300, 2.0])}, ref, tolerances=relative)
+    assert not at_zero.passed and at_zero.ratio == float("inf")
 
 
 def test_missing_reference_is_an_error_not_a_pass(toy_registry, capsys):

@@ -80,10 +80,9 @@ def draw(fig_id: str, data: FigureData) -> Figure:
 def write_csv(path: Path, data: FigureData) -> None:
     """Save ``data`` as one long CSV (columns ``array, index, value``), atomically.
 
-    ``index`` is the comma-joined multi-index of the element, empty for scalars, so
-    every array of the figure fits one file that any spreadsheet opens. A path ending in
-    ``.gz`` is written gzip-compressed (byte-stable: no time stamp in the header).
-    """
+    ``index`` is the comma-joined multi-index of the element, empty for scalars, so every array of the figure fits
+    one file that any spreadsheet opens. A path ending in ``.gz`` is written gzip-compressed (byte-stable: no time
+    stamp in the header)."""
     text = io.StringIO(newline="")
     writer = csv.writer(text)
     writer.writerow(["array", "index", "value"])
@@ -340,7 +339,8 @@ def compare(spec: FigureSpec, new: FigureData, ref: FigureData, gpu: bool = Fals
             return Comparison(spec.fig_id, False, name, float("nan"), rtol, atol, float("inf"), "NaN pattern differs")
         dev = np.abs(np.nan_to_num(a64 - b64, nan=0.0))
         bound = atol + rtol * np.abs(np.nan_to_num(b64, nan=0.0))
-        ratio = float(np.max(dev / bound)) if dev.size else 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero bound (atol 0, reference 0): 0/0 is a match
+            ratio = float(np.max(np.where(dev == 0, 0.0, dev / bound))) if dev.size else 0.0
         if ratio > worst.ratio:
             worst = Comparison(spec.fig_id, True, name, float(dev.max()) if dev.size else 0.0, rtol, atol, ratio)
     return Comparison(spec.fig_id, worst.ratio <= 1.0, worst.worst_array, worst.max_abs_dev, worst.rtol,
