@@ -9,11 +9,13 @@ from dataclasses import replace
 import pytest
 import torch
 
+import joma_lib.lm.stack_plan as stack_plan_module
 import joma_lib.lm.sweep as sweep_module
 from joma_lib.lm.cli import main
+from joma_lib.lm.data import n_chunks
 from joma_lib.lm.stack import train_stack
 from joma_lib.base.stack_time import PLAN_SHARE
-from joma_lib.lm.stack_plan import StackCost, measure_cost, plan, waiting
+from joma_lib.lm.stack_plan import TIMED_CHUNKS, StackCost, measure_cost, plan, waiting
 from joma_lib.lm.sweep import DeadlineReached, run_sweep
 
 torch.set_num_threads(1)
@@ -62,6 +64,15 @@ def test_the_plan_finishes_the_most_runs_that_fit():
         plan([a, b], [3, 3], -1)
 
 
+def test_a_tie_in_runs_goes_to_more_layers_trained_then_to_the_shorter_plan():
+    budget = 1 / PLAN_SHARE
+    shallow, deep = linear(3, 0, 10, layers=1), linear(3, 0, 20, layers=2)
+    # 4 runs fit in 60 s: 3 shallow and 1 deep (50 s, 5 layers trained) or 2 and 2 (60 s, 6): the deeper mix
+    assert plan([shallow, deep], [3, 3], 60 * budget) == [2, 2]
+    cheap, dear = linear(1, 0, 10, layers=2), linear(1, 0, 20, layers=2)
+    assert plan([cheap, dear], [1, 1], 25 * budget) == [1, 0]  # one run of the same depth fits either way
+
+
 @pytest.fixture()
 def runs(tiny_run):
     """Three runs of one shape (seeds, learning rates apart) and one deeper run, in fp32."""
@@ -78,6 +89,25 @@ def test_the_step_and_the_evaluation_are_timed_here_and_leave_the_random_state_a
     assert measure_cost(runs[:1], tiny_run_data, torch.device("cpu")).runs == 1
     with pytest.raises(ValueError, match="precision decided"):
         measure_cost([replace(runs[0], precision="auto")], tiny_run_data, torch.device("cpu"))
+
+
+def test_an_evaluation_is_timed_on_a_few_chunks_and_scaled_to_every_chunk_it_reads(runs, tiny_run_data, monkeypatch):
+    """On a clock where evaluating a chunk takes 1 s per run of the stack and nothing else takes time: an evaluation
+    reads every validation chunk, or ``eval_chunks`` of them, and is timed on at most TIMED_CHUNKS, then scaled up;
+    it is timed on a stack of one run and on a stack of all the shape's runs."""
+    clock = [0.0]
+    monkeypatch.setattr(stack_plan_module.time, "perf_counter", lambda: clock[0])
+
+    def one_second_a_chunk_and_run(model, valid, seq_len, chunks):
+        clock[0] += chunks * model.n_runs
+
+    monkeypatch.setattr(stack_plan_module, "evaluate_stack", one_second_a_chunk_and_run)
+    every = n_chunks(tiny_run_data.valid, runs[0].seq_len)
+    assert every > TIMED_CHUNKS + 1
+    for eval_chunks, read in ((None, every), (every - 1, every - 1)):
+        group = [replace(run, eval_chunks=eval_chunks) for run in runs[:3]]
+        cost = measure_cost(group, tiny_run_data, torch.device("cpu"))
+        assert cost.step == (0.0, 0.0) and cost.evaluation == pytest.approx((read, 3 * read))
 
 
 def _stacked_runs(out) -> dict[str, int]:
