@@ -3,11 +3,15 @@ real timing on the CPU, and the command line's ``--finish-within`` (trains what 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 from joma_lib.base.stack_time import PLAN_SHARE, DeadlineReached
+import joma_lib.theory.table1.stack_plan as stack_plan_module
 from joma_lib.theory.table1.cli import main
 from joma_lib.theory.table1.model import Table1Config
 from joma_lib.theory.table1.stack_plan import FittedSizes, Table1StackCost, measure_cost
@@ -44,6 +48,36 @@ def test_fitted_sizes_plan_with_the_time_left_and_stop_when_no_stack_fits(tmp_pa
     assert capped(10) == 2
     with pytest.raises(ValueError, match="finish_within must be"):
         FittedSizes(TINY, torch.device("cpu"), tmp_path, 0)
+
+
+def test_a_plan_that_wants_more_runs_than_were_timed_times_them_again(tmp_path, monkeypatch) -> None:
+    timed: list[int] = []
+    monkeypatch.setattr(stack_plan_module, "measure_cost",
+                        lambda config, n_runs, device: timed.append(n_runs) or replace(COST, runs=n_runs))
+    sizes = FittedSizes(TINY, torch.device("cpu"), tmp_path, 1e6, log=lambda _: None)
+    sizes.cost = replace(COST, runs=2)  # timed for two runs, in an earlier plan
+    assert sizes(4) == 4 and timed == [4]
+
+
+def test_a_stack_is_timed_at_one_run_and_at_all_and_a_run_outside_its_steps_is_built_and_scored(monkeypatch) -> None:
+    """On a clock where building a stack takes 10 s, its step 1 s per run, scoring a run 3 s, and nothing else."""
+    clock = [0.0]
+    monkeypatch.setattr(stack_plan_module.time, "perf_counter", lambda: clock[0])
+
+    def build(config: Table1Config, n_runs: int, device: torch.device) -> SimpleNamespace:
+        clock[0] += 10
+        return SimpleNamespace(runs=n_runs, params={})
+
+    def step(probe: SimpleNamespace) -> None:
+        clock[0] += probe.runs
+
+    def score(*_: object) -> None:
+        clock[0] += 3
+
+    for name, fake in (("probe_stack", build), ("probe_step", step), ("score_runs", score)):
+        monkeypatch.setattr(stack_plan_module, name, fake)
+    cost = measure_cost(TINY, 3, torch.device("cpu"))
+    assert cost.step == (1.0, 3.0) and cost.per_run == 13.0
 
 
 def test_measuring_a_stack_times_it_here_and_leaves_the_random_state_alone() -> None:
