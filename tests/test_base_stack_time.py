@@ -4,10 +4,12 @@ the runs' folder and taken again there, on the same machine, for a while and for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
 
+import joma_lib.base.stack_time as stack_time_module
 from joma_lib.base.stack_time import REMEMBER_SECONDS, linear_in_runs, remembered_cost
 
 
@@ -46,6 +48,30 @@ def test_a_measured_cost_is_taken_again_for_as_many_runs_or_fewer_for_a_while(tm
         path.write_text("{half a file")
     assert cost(1)[1] and not cost(1)[1]  # an unreadable file: measured again, then kept
     assert all(p.name.startswith(".stack-cost-") for p in tmp_path.iterdir())  # hidden beside the runs
+
+
+def test_a_cost_timed_on_other_threads_on_another_cpu_or_ahead_of_the_clock_is_measured_again(tmp_path,
+                                                                                              monkeypatch) -> None:
+    """The folder travels (a loan's runs come back here) and a machine's clock can step back: a cost is reused only
+    where it was timed, as it was timed, and in the past."""
+    now = [1000.0]
+
+    def cost() -> bool:
+        return remembered_cost(tmp_path, {"shape": "a"}, 1, torch.device("cpu"), Cost, lambda: Cost(1, (1.0, 1.0)),
+                               clock=lambda: now[0])[1]
+
+    assert cost() and not cost()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        assert cost()
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setattr(stack_time_module, "cache_file", lambda: Path("cpu-probe-of-another-machine.json"))
+    assert cost()
+    monkeypatch.undo()
+    now[0] -= 60  # the cost kept above now reads as timed a minute from now
+    assert cost()
 
 
 def test_a_folder_that_cannot_be_written_means_measuring_each_time(tmp_path) -> None:
