@@ -93,6 +93,10 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     stopped = tmp_path / "state" / "runs" / "paper" / "stopped"  # an unfinished run of this loan
     stopped.mkdir(parents=True)
     (stopped / "checkpoint.pt").write_bytes(b"weights")
+    begun = tmp_path / "state" / "runs" / "table1"  # and a Table 1 stack begun in this loan
+    begun.mkdir(parents=True)
+    for name in ("stack-3-4.pt", "stack-3-4.pt.sha256"):
+        (begun / name).write_bytes(b"weights")
     (tmp_path / "out").mkdir()  # the test suite's log of an earlier call on this machine, with a failure
     (tmp_path / "out" / "tests.log").write_text("....F\nFAILED tests/test_x.py::test_y - AssertionError: no\n")
     python = tmp_path / "python"
@@ -117,7 +121,8 @@ def test_finished_runs_are_carried_in_and_out_of_a_loan_and_checkpoints_never(tm
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "carried in: 1 finished paper runs" in summary and "Finished runs now: 1 of" in summary
     assert "and 3 finished Table 1 runs (precision fp32)" in summary and "Table 1 runs finished now: 3 of 40" in summary
-    assert [p.name for p in (tmp_path / "out" / "finished" / "table1").iterdir()] == ["stack-0-3.npz"]
+    assert sorted(p.name for p in (tmp_path / "out" / "finished" / "table1").iterdir()) == [
+        "stack-0-3.npz", "stack-0-3.npz.sha256"]  # the finished stack, checked, and not the begun one
     assert "## tests: what failed\n```\nFAILED tests/test_x.py::test_y - AssertionError: no\n```" in summary
     # what the device tool brings back (at most 8 files): the summary and one archive of everything else
     assert sorted(p.name for p in (tmp_path / "pack").iterdir()) == ["results.tar.gz", "summary.md"]

@@ -4,11 +4,14 @@ refused; the stacks of one folder may change size from call to call (a begun sta
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from joma_lib.base.io import checksum_path
 from joma_lib.theory.table1.model import Table1Config
 from joma_lib.theory.table1.stacked_run import LOSSES, RESULT, checkpoint_path, run_table1_stacked, stack_result_path
 
@@ -88,6 +91,44 @@ def test_stacks_take_consecutive_runs_around_finished_ones(tmp_path) -> None:
 def test_a_stack_file_of_another_layout_is_refused(tmp_path) -> None:
     (tmp_path / "stack-0.npz").write_bytes(b"")  # a stack numbered as by an earlier version
     with pytest.raises(ValueError, match=r"stack-0.npz is not a stack file of this configuration's 4 runs"):
+        run_table1_stacked(TINY, "cpu", out=tmp_path)
+
+
+def flip_a_byte(path: Path) -> bytes:
+    """Damage ``path`` as a disk or a copy might: one bit of its middle byte flipped; returns its bytes before."""
+    clean = path.read_bytes()
+    damaged = bytearray(clean)
+    damaged[len(clean) // 2] ^= 0x10
+    path.write_bytes(bytes(damaged))
+    return clean
+
+
+def test_a_damaged_finished_stack_is_refused_naming_it_and_its_runs_train_again_once_deleted(tmp_path) -> None:
+    assert run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=2, stop_after=TINY.steps) is None
+    stack = stack_result_path(tmp_path, 0, 2)
+    flip_a_byte(stack)
+    with pytest.raises(ValueError, match=re.escape(f"{stack} is damaged: its sha256") + ".*"
+                       + re.escape("delete it and stack-0-2.npz.sha256 to train its runs again")):
+        run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=2)
+    stack.unlink()
+    checksum_path(stack).unlink()
+    assert run_table1_stacked(TINY, "cpu", out=tmp_path, stack_size=2) is not None
+    assert not list(tmp_path.glob("stack-*"))  # the stacks and their checksums, once the table is finished
+
+
+def cut_in_half(path: Path) -> None:
+    """A copy stopped half-way."""
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("name, damage", [(LOSSES, flip_a_byte), (RESULT, cut_in_half)])
+def test_a_damaged_finished_folder_is_refused_naming_it(tmp_path, name, damage) -> None:
+    """The losses (an .npy, no CRC of its own) read silently with a bit flipped; the result (a zip) cut short
+    raised from inside zipfile."""
+    assert run_table1_stacked(TINY, "cpu", out=tmp_path) is not None
+    damage(tmp_path / name)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds a damaged finished Table 1 (")
+                       + ".*delete the folder to train the table again"):
         run_table1_stacked(TINY, "cpu", out=tmp_path)
 
 

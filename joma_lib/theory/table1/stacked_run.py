@@ -9,19 +9,22 @@ the end of the chunk of steps in which a Ctrl-C came: :func:`~joma_lib.base.star
 (:func:`checkpoint_path`: the stacked parameters, the Adam state, every run's generator states and losses so far);
 a later call with the same folder resumes it first and ends with the
 numbers of an uninterrupted run. A finished stack leaves its runs' scores and losses (:func:`stack_result_path`,
-small), which a later call reads back instead of training them, on any machine: at the paper's width a
-checkpoint of all 40 runs is about 5.6 GB (parameters and Adam's two moments in float32), a finished stack a few
-kB. The files are named after the runs they hold, so the stacks of one folder may differ in size from call to
-call (a run's numbers do not depend on the runs stacked beside it, up to the rounding of the batched products).
+small, checksummed: one damaged on disk is refused), which a later call reads back instead of training them, on any
+machine: at the paper's width a checkpoint of all 40 runs is about 5.6 GB (parameters and Adam's two moments in
+float32), a finished stack a few kB. The files are named after the runs they hold, so the stacks of one folder may
+differ in size from call to call (a run's numbers do not depend on the runs stacked beside it, up to the rounding of
+the batched products).
 A finished folder holds the result (:data:`RESULT`, with its configuration manifest, and every run's losses,
 :data:`LOSSES`) and is read back, not trained again. A folder of another configuration is refused.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -35,7 +38,8 @@ from joma_lib.base.precision import numerics as precision_numerics
 from joma_lib.base.precision import resolve
 from joma_lib.base.stack_time import CHECKPOINT_SHARE
 from joma_lib.base.startup import deferred_interrupt
-from joma_lib.base.io import atomic_path, checksum_path, load_torch_checked, save_torch_checked, write_npz
+from joma_lib.base.io import (DamagedFileError, checksum_path, load_torch_checked, read_checked, save_torch_checked,
+                              write_checked, write_npz)
 from joma_lib.theory.table1.model import (
     RunResult,
     Table1Config,
@@ -368,12 +372,17 @@ def _save_stack(path: Path, config: Table1Config, runs: list[Run], results: dict
     """A finished stack's runs (scores, losses) with what they are, written atomically."""
     keys = [(run.i_setting, run.i_seed, run.shuffled) for run in runs]
     arrays = {field: np.stack([getattr(results[key], field) for key in keys]) for field in RunResult._fields}
-    write_npz(path, {"identity": np.array(json.dumps(_identity(config, runs))), **arrays})
+    write_npz(path, {"identity": np.array(json.dumps(_identity(config, runs))), **arrays}, checked=True)
 
 
 def _read_stack(path: Path, config: Table1Config, runs: list[Run]) -> dict[RunKey, RunResult]:
-    """A finished stack read back; one of other settings is refused."""
-    with np.load(path, allow_pickle=False) as npz:
+    """A finished stack read back once it matches its sha256 (one damaged on disk is refused, naming the way out);
+    one of other settings is refused."""
+    try:
+        data = read_checked(path)
+    except DamagedFileError as err:
+        raise ValueError(f"{err}; delete it and {checksum_path(path).name} to train its runs again") from None
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         if json.loads(str(npz["identity"])) != _identity(config, runs):
             raise ValueError(f"{path} holds finished runs of other settings, not of {config_record(config)}; use "
                              "another --out folder")
@@ -383,22 +392,29 @@ def _read_stack(path: Path, config: Table1Config, runs: list[Run]) -> dict[RunKe
 
 
 def _save_finished(out: Path, config: Table1Config, outcome: StackedOutcome) -> None:
-    """The result (with its manifest) and the losses; then the stacks' files are no longer needed."""
-    with atomic_path(out / LOSSES) as tmp:
-        with tmp.open("wb") as handle:
-            np.save(handle, outcome.losses)
+    """The result (with its manifest) and the losses (checksummed: an ``.npy`` has no CRC of its own); then the
+    stacks' files and their checksums are no longer needed."""
+    buffer = io.BytesIO()
+    np.save(buffer, outcome.losses)
+    write_checked(out / LOSSES, buffer.getbuffer())
     save_result(outcome.result, out / RESULT, config)
-    for path in [*out.glob("stack-*.npz"), *out.glob("stack-*.pt")]:
+    for path in [*out.glob("stack-*.npz*"), *out.glob("stack-*.pt*")]:
         path.unlink()
 
 
 def _read_finished(out: Path, config: Table1Config) -> StackedOutcome:
-    """A finished folder read back; one of another configuration is refused."""
+    """A finished folder read back; one of another configuration is refused, a damaged one (the result's zip CRC,
+    the losses' sha256) named with the way out."""
     manifest = json.loads((out / RESULT).with_suffix(".json").read_text())
     if manifest.get("config") != config_record(config):
         raise ValueError(f"{out} holds a finished run of other settings ({manifest.get('config')}), not of "
                          f"{config_record(config)}; use another --out folder")
-    return StackedOutcome(load_result(out / RESULT), np.load(out / LOSSES, allow_pickle=False))
+    try:
+        return StackedOutcome(load_result(out / RESULT), np.load(io.BytesIO(read_checked(out / LOSSES)),
+                                                                          allow_pickle=False))
+    except (ValueError, EOFError, KeyError, OSError, zipfile.BadZipFile) as err:  # numpy's, zipfile's, ours
+        raise ValueError(f"{out} holds a damaged finished Table 1 ({type(err).__name__}: {err}); delete the folder "
+                         "to train the table again") from None
 
 
 def _progress(progress: bool, start: int, total: int) -> Any:
