@@ -62,7 +62,7 @@ def test_a_plan_that_wants_more_runs_than_were_timed_times_them_again(tmp_path, 
 def test_a_stack_is_timed_at_one_run_and_at_all_and_a_run_outside_its_steps_is_built_and_scored(monkeypatch) -> None:
     """On a clock where building a stack takes 10 s, its step 1 s per run, scoring a run 3 s, and nothing else."""
     clock = [0.0]
-    monkeypatch.setattr(stack_plan_module.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(stack_plan_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))  # its clock only
 
     def build(config: Table1Config, n_runs: int, device: torch.device) -> SimpleNamespace:
         clock[0] += 10

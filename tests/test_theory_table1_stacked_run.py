@@ -94,13 +94,11 @@ def test_a_stack_file_of_another_layout_is_refused(tmp_path) -> None:
         run_table1_stacked(TINY, "cpu", out=tmp_path)
 
 
-def flip_a_byte(path: Path) -> bytes:
-    """Damage ``path`` as a disk or a copy might: one bit of its middle byte flipped; returns its bytes before."""
-    clean = path.read_bytes()
-    damaged = bytearray(clean)
-    damaged[len(clean) // 2] ^= 0x10
+def flip_a_byte(path: Path) -> None:
+    """Damage ``path`` as a disk or a copy might: one bit of its middle byte flipped."""
+    damaged = bytearray(path.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x10
     path.write_bytes(bytes(damaged))
-    return clean
 
 
 def test_a_damaged_finished_stack_is_refused_naming_it_and_its_runs_train_again_once_deleted(tmp_path) -> None:
