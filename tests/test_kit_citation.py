@@ -100,6 +100,17 @@ def test_every_figure_has_a_well_formed_citation_of_its_page(build):
     assert len(keys) == len(figure_ids())
 
 
+def test_every_citation_escapes_what_latex_reads_as_commands_outside_its_url(build):
+    """Fig. 3's title has ``U_C^T``: a bare ``^`` (or ``~``, ``&``, ``_``, ...) in a BibTeX field stops LaTeX
+    ("Missing $ inserted") or changes the text where a reader cites the figure; the url is read verbatim."""
+    build(False)
+    for fig_id in figure_ids():
+        for name, value in re.findall(r"^  (\w+)\s+= \{(.*)\},$", citation.cite(fig_id).bibtex, flags=re.M):
+            if name != "url":
+                assert not re.search(r"(?<!\\)[\^~&%$#_]", value), (fig_id, name, value)
+    assert r"{V(t) = U\_C\^{}T W(t) and" in citation.cite("fig3").bibtex
+
+
 def test_an_installed_package_names_the_commit_pip_installed_and_never_asks_git(monkeypatch, tmp_path):
     class Dist:
         def read_text(self, name: str) -> str:

@@ -121,8 +121,12 @@ class FigureCitation:
         return {"bibtex": self.bibtex, "text": self.text}
 
 
+#: LaTeX's special characters in text, as a BibTeX field writes them (a bare ``^`` stops LaTeX: "Missing $ inserted")
+_LATEX_ESCAPES = {**{c: "\\" + c for c in "&%$#_"}, "^": r"\^{}", "~": r"\~{}"}
+
+
 def _bibtex_escape(value: str) -> str:
-    return re.sub(r"([&%$#_])", r"\\\1", value)
+    return re.sub(r"[&%$#_^~]", lambda m: _LATEX_ESCAPES[m[0]], value)
 
 
 def cite(fig_id: str) -> FigureCitation:
