@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
+from joma_lib.base.startup import check_environment
 from joma_lib.kit import citation
 from joma_lib.kit.cli import main
 from joma_lib.kit.registry import figure_ids, get_spec
@@ -94,7 +96,7 @@ def test_every_figure_has_a_well_formed_citation_of_its_page(build):
     for fig_id in figure_ids():
         bibtex = citation.cite(fig_id).bibtex
         assert bibtex.count("{") == bibtex.count("}"), fig_id
-        keys.add(re.match(r"@misc\{([^,]+),", bibtex).group(1))  # type: ignore[union-attr]
+        keys.add(re.match(r"@misc\{([\w-]+),", bibtex).group(1))  # type: ignore[union-attr]
         page = re.search(r"/v[\d.]+/(\S+)\.html#" + re.escape(fig_id) + "}", bibtex)
         assert page and (ROOT / f"{page.group(1)}.md").is_file(), fig_id
     assert len(keys) == len(figure_ids())
@@ -109,6 +111,44 @@ def test_every_citation_escapes_what_latex_reads_as_commands_outside_its_url(bui
             if name != "url":
                 assert not re.search(r"(?<!\\)[\^~&%$#_]", value), (fig_id, name, value)
     assert r"{V(t) = U\_C\^{}T W(t) and" in citation.cite("fig3").bibtex
+
+
+def test_a_checkout_with_local_changes_cites_its_commit_as_changed(monkeypatch, tmp_path):
+    """The commit alone would name numbers it did not make; a file git does not track changes nothing."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    git("init", "-q")
+    git("add", "pyproject.toml")
+    git("commit", "-q", "-m", "first")
+    monkeypatch.setattr(citation, "PYPROJECT", tmp_path / "pyproject.toml")
+    citation.git_commit.cache_clear()
+    try:
+        (tmp_path / "notes.txt").write_text("untracked")
+        assert citation.git_commit() == git("rev-parse", "HEAD")
+        (tmp_path / "pyproject.toml").write_text("[project]\nversion = '9'\n")
+        citation.git_commit.cache_clear()
+        assert citation.git_commit() == git("rev-parse", "HEAD") + " +local changes"
+    finally:
+        citation.git_commit.cache_clear()
+
+
+def test_the_doi_is_read_from_its_address_and_a_release_tag_is_checked_at_start_up(monkeypatch, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nversion = "9.9.9"\n[project.urls]\nRepository = "https://github.com/x/y"\n'
+        'Documentation = "https://x.github.io/y"\nDOI = "https://doi.org/10.5281/zenodo.42"\n')
+    monkeypatch.setattr(citation, "PYPROJECT", tmp_path / "pyproject.toml")
+    citation.project.cache_clear()
+    try:
+        assert citation.project() == citation.Project("9.9.9", "https://github.com/x/y", "https://x.github.io/y/",
+                                                      "10.5281/zenodo.42")
+    finally:
+        citation.project.cache_clear()
+    monkeypatch.setenv(citation.RELEASE_ENV, "9.9.9")
+    with pytest.raises(ValueError, match=r"JOMA_RELEASE_TAG must be a release tag v<version>, got '9.9.9'"):
+        check_environment()
 
 
 def test_an_installed_package_names_the_commit_pip_installed_and_never_asks_git(monkeypatch, tmp_path):
